@@ -1,0 +1,104 @@
+"""Render any thrown value, with its whole cause chain, for people.
+
+    >>> try:
+    ...     try:
+    ...         raise ConnectionRefusedError(111, "Connection refused")
+    ...     except OSError as exc:
+    ...         raise RuntimeError("outer") from exc
+    ... except RuntimeError as exc:
+    ...     error_chain(exc)
+    'outer: [Errno 111] Connection refused'
+
+The walk follows ``__cause__``, else ``__context__`` even when ``__suppress_context__`` is set:
+httpcore re-raises ``from None`` and the errno lives in that suppressed context. This is the one
+renderer for every place that shows or stores a failure; routing uses ``HarnessError.code``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["error_chain"]
+
+MAX_LINKS = 64
+"""Links shown before the rest of a long chain is summarised as a count."""
+
+MAX_GROUP_DEPTH = 16
+"""Exception groups nested deeper than this are summarised, which bounds the recursion."""
+
+CIRCULAR = "<circular cause>"
+UNRENDERABLE = "<unrenderable value>"
+
+
+def error_chain(value: object) -> str:
+    """Render ``value`` and its cause chain as ``outer: inner: ...``; never raises."""
+    try:
+        return _render(value, frozenset(), 0)
+    except Exception:  # a hostile value we did not foresee must not break error reporting
+        return UNRENDERABLE
+
+
+def _render(value: object, ancestors: frozenset[int], depth: int) -> str:
+    parts: list[str] = []
+    seen = set(ancestors)
+    previous: str | None = None
+    current: object = value
+    shown = 0
+    while True:
+        if id(current) in seen:
+            parts.append(CIRCULAR)
+            break
+        if shown == MAX_LINKS:
+            parts.append(f"<{_count_rest(current, seen)} more links>")
+            break
+        seen.add(id(current))
+        try:
+            text = _link_text(current, frozenset(seen), depth)
+        except Exception:  # e.g. a group whose .message property raises
+            text = UNRENDERABLE
+        if text != previous:
+            parts.append(text)
+            shown += 1
+        previous = text
+        current = _next_link(current)
+        if current is None:
+            break
+    return ": ".join(parts)
+
+
+def _link_text(value: object, seen: frozenset[int], depth: int) -> str:
+    if isinstance(value, BaseExceptionGroup):
+        message = _safe_str(value.message) or type(value).__name__
+        if depth >= MAX_GROUP_DEPTH:
+            return f"{message} [<{len(value.exceptions)} nested members>]"
+        members = "; ".join(_render(member, seen, depth + 1) for member in value.exceptions)
+        return f"{message} [{members}]"
+    text = _safe_str(value)
+    if text == "" and isinstance(value, BaseException):
+        return type(value).__name__
+    return text
+
+
+def _next_link(value: object) -> object:
+    if not isinstance(value, BaseException):
+        return None
+    if value.__cause__ is not None:
+        return value.__cause__
+    return value.__context__
+
+
+def _count_rest(value: object, seen: set[int]) -> int:
+    count = 0
+    current: object = value
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        count += 1
+        current = _next_link(current)
+    return count
+
+
+def _safe_str(value: object) -> str:
+    try:
+        text = str(value)
+    except Exception:
+        return UNRENDERABLE
+    # A str subclass could override __eq__ or __str__; keep a plain str.
+    return text if type(text) is str else UNRENDERABLE

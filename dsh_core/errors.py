@@ -1,0 +1,187 @@
+"""Every exception dsh raises, and the failure record the session log stores.
+
+The hierarchy::
+
+    * HarnessError          .code: a stable string that users and code route on
+      x LlmError            .status, .retry_after, .request_id; codes TRANSPORT, TIMEOUT, AUTH, ...
+                            __cause__ is the httpx (or other) exception that started it
+      x SessionLogError     the log on disk is damaged, from a newer format, or unwritable
+    * UsageError(RuntimeError)  our own misuse of an API, never shown as a turn failure
+
+Messages hold only this layer's words. The cause chain is kept as ``__cause__`` and rendered
+by :func:`dsh_core.chain.error_chain` wherever a failure is shown or stored; baking the chain
+into the message would render it twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ABORTED",
+    "AUTH",
+    "CONTENT_FILTER",
+    "CONTEXT_WINDOW_EXCEEDED",
+    "EMPTY_RESPONSE",
+    "INVALID_REQUEST",
+    "MALFORMED_RESPONSE",
+    "MISSING_CREDENTIAL",
+    "QUOTA",
+    "RATE_LIMIT",
+    "SERVER",
+    "SESSION_LOG",
+    "STREAM_CLOSED",
+    "TIMEOUT",
+    "TRANSPORT",
+    "UNKNOWN",
+    "FailureRecord",
+    "HarnessError",
+    "LlmError",
+    "SessionLogError",
+    "UsageError",
+    "http_status_code",
+]
+
+# The codes users see (SPEC section 5). HTTP_<status> is built by http_status_code().
+TRANSPORT = "TRANSPORT"
+"""No response arrived: DNS, refused connection, TLS, proxy, or a connection broken mid-stream."""
+TIMEOUT = "TIMEOUT"
+"""Connecting, reading, or waiting between stream events took too long."""
+ABORTED = "ABORTED"
+"""The request was cancelled by its turn (Ctrl-C, SIGTERM)."""
+AUTH = "AUTH"
+"""HTTP 401 or 403: the key is missing, wrong or not allowed."""
+QUOTA = "QUOTA"
+"""HTTP 402, or a body that speaks of balance or quota."""
+RATE_LIMIT = "RATE_LIMIT"
+"""HTTP 429."""
+SERVER = "SERVER"
+"""HTTP 5xx, an in-band server error, or `insufficient_system_resource`."""
+INVALID_REQUEST = "INVALID_REQUEST"
+"""HTTP 400, 413 or 422 without context-length wording."""
+CONTEXT_WINDOW_EXCEEDED = "CONTEXT_WINDOW_EXCEEDED"
+"""The conversation no longer fits the model's context window."""
+STREAM_CLOSED = "STREAM_CLOSED"
+"""The stream ended cleanly but without `data: [DONE]`."""
+MALFORMED_RESPONSE = "MALFORMED_RESPONSE"
+"""The server sent something that is not the protocol: bad JSON, a non-object payload."""
+EMPTY_RESPONSE = "EMPTY_RESPONSE"
+"""The stream finished without any content at all."""
+CONTENT_FILTER = "CONTENT_FILTER"
+"""The provider's content filter stopped the answer."""
+MISSING_CREDENTIAL = "MISSING_CREDENTIAL"
+"""No API key was configured."""
+UNKNOWN = "UNKNOWN"
+"""Anything that is not a HarnessError."""
+SESSION_LOG = "SESSION_LOG"
+"""The session log could not be read or written."""
+
+
+def http_status_code(status: int) -> str:
+    """The code for an HTTP status that no more specific rule matched: ``HTTP_<status>``."""
+    return f"HTTP_{status}"
+
+
+class HarnessError(Exception):
+    """A failure dsh knows how to name; ``code`` is what callers route on."""
+
+    def __init__(self, message: str, code: str = UNKNOWN) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r})"
+
+
+class LlmError(HarnessError):
+    """A model request failed; carries what the server told us about it."""
+
+    def __init__(
+        self,
+        message: str,
+        code: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, code)
+        self.status = status
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait before trying again, if it said."""
+        self.request_id = request_id
+
+    def __repr__(self) -> str:
+        extra = "".join(
+            f", {name}={value!r}"
+            for name, value in (
+                ("status", self.status),
+                ("retry_after", self.retry_after),
+                ("request_id", self.request_id),
+            )
+            if value is not None
+        )
+        return f"LlmError({self.message!r}, code={self.code!r}{extra})"
+
+
+class SessionLogError(HarnessError):
+    """The session log on disk is damaged, from a newer format, or cannot be written."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, SESSION_LOG)
+
+
+class UsageError(RuntimeError):
+    """The developer made an error in calling dsh_core; never shown as a turn failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRecord:
+    """A failure as the session log stores it: JSON-ready, rendered once, never re-raised."""
+
+    code: str
+    """A code from this module, or ``UNKNOWN`` for exceptions that are not HarnessErrors."""
+    message: str
+    """``error_chain`` of the exception: the whole cause chain."""
+    status: int | None = None
+    """The HTTP status, when a response arrived."""
+    retry_after: float | None = None
+    """Seconds the server asked us to wait, when it said."""
+    request_id: str | None = None
+    """The server's ``x-request-id``, for support tickets."""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> FailureRecord:
+        """Record any exception: LlmErrors keep their details, others become ``UNKNOWN``."""
+        from .chain import error_chain
+
+        message = error_chain(exc)
+        if isinstance(exc, LlmError):
+            return cls(exc.code, message, exc.status, exc.retry_after, exc.request_id)
+        if isinstance(exc, HarnessError):
+            return cls(exc.code, message)
+        return cls(UNKNOWN, message)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object; absent details are left out, not written as null."""
+        data: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.status is not None:
+            data["status"] = self.status
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
+        if self.request_id is not None:
+            data["request_id"] = self.request_id
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FailureRecord:
+        """Read a record back from the session log; tolerant of missing optional fields."""
+        return cls(
+            code=str(data.get("code", UNKNOWN)),
+            message=str(data.get("message", "")),
+            status=data.get("status"),
+            retry_after=data.get("retry_after"),
+            request_id=data.get("request_id"),
+        )
