@@ -1,0 +1,637 @@
+"""The durable session log: one append-only JSONL file per session (SPEC section 6).
+
+Layout and format::
+
+    $DSH_HOME/sessions/<cwd key>/<session id>/session.jsonl      (0600; directories 0700)
+    line 1    {"type":"session","version":1,"id":...,"created":...,"cwd":...}
+    line 2..  {"type":...,"seq":0,"time":...,"data":{...}}      seq counts from 0 without gaps
+
+Usage::
+
+    store = SessionStore(Path("~/.dsh").expanduser())
+    log = store.create(Path.cwd())
+    log.append("turn/start", {"turn": 1}, durable=True)
+    ...
+    log, report = store.open(log.id)       # repairs what a crash left, and says so
+    for notice in report.notices:
+        ...
+
+Each event is one ``write()`` of a whole line; ``durable=True`` adds an ``fsync``. Loading is
+the only place that changes existing bytes, and only at the tail: a torn last line is truncated,
+damage after the last complete ``turn/end`` is moved byte for byte into a sidecar file, and a turn
+left open is closed by appending ``turn/end {kind: "interrupted"}``. Every repair is reported in
+:class:`LoadReport`; damage anywhere earlier is refused. An open log holds an exclusive
+``flock`` so two processes never interleave their appends. The design note is
+``docs/notes/2026-11-30-session-log.md``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePath
+from types import TracebackType
+from typing import Any
+
+from .chain import error_chain
+from .errors import SessionLogError, UsageError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "LoadReport",
+    "SessionEvent",
+    "SessionInfo",
+    "SessionLog",
+    "SessionStore",
+    "cwd_key",
+    "format_time",
+]
+
+logger = logging.getLogger(__name__)
+# A library must not print: without this, Python's last-resort handler writes our warnings to
+# stderr when the application has not configured logging.
+logger.addHandler(logging.NullHandler())
+
+FORMAT_VERSION = 1
+"""The format this code writes; logs with a higher version are refused, not guessed at."""
+
+SESSIONS_DIR = "sessions"
+LOG_NAME = "session.jsonl"
+DAMAGED_SUFFIX = ".damaged-"
+
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_KEY_NAME_LENGTH = 48
+"""Characters of the readable part of a cwd key; the tail of the path says the most."""
+_LINE_BREAKS = (("\x85", "\\u0085"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+"""Characters that end a line for str.splitlines() but not for JSON, and their escapes."""
+_HEADER_LIMIT = 1 << 16
+"""Bytes of line 1 that :meth:`SessionStore.list` reads; a real header is far shorter."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One line of the log after the header."""
+
+    type: str
+    """``turn/start``, ``user/message``, ...; types this version does not know are kept as is."""
+    seq: int
+    """Position in the log, from 0 without gaps."""
+    time: str
+    """When it was appended, UTC, ``2026-11-30T09:15:02.123Z``."""
+    data: dict[str, Any]
+    """The event's payload."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """What loading a session repaired; empty when the file was whole."""
+
+    notices: tuple[str, ...] = ()
+    """One human-readable line per repair, in the order they were made."""
+    interrupted_turn: int | None = None
+    """The turn this load closed as ``interrupted``, else None."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session as :meth:`SessionStore.list` sees it, from its header and file status only."""
+
+    id: str
+    cwd: str
+    """The working directory the session was started in."""
+    created: str
+    """The header's creation time."""
+    updated: datetime
+    """When the log was last written (its modification time), UTC."""
+    path: Path
+    """The ``session.jsonl`` file."""
+
+
+def format_time(moment: datetime) -> str:
+    """``2026-11-30T09:15:02.123Z``: UTC with milliseconds; a naive datetime is taken as UTC."""
+    moment = _utc(moment)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def cwd_key(cwd: str) -> str:
+    """The directory name for a working directory: readable tail of the path plus a hash.
+
+    ``/home/ann/src/dsh`` becomes ``home-ann-src-dsh-<12 hex digits>``. The readable part is
+    sanitised and shortened, so the hash of the full path is what keeps keys apart.
+    """
+    parts = [part for part in PurePath(cwd).parts if part not in ("/", "")]
+    name = _KEY_UNSAFE.sub("_", "-".join(parts))[-_KEY_NAME_LENGTH:].lstrip("._-") or "root"
+    digest = hashlib.sha256(os.fsencode(cwd)).hexdigest()[:12]
+    return f"{name}-{digest}"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _encode(value: dict[str, Any]) -> bytes:
+    """One JSON line, compact, UTF-8, keys in the order the writer built them."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"session event is not JSON-serialisable: {error_chain(exc)}") from exc
+    # Only JSON strings can hold these, so escaping them is exact; raw, they split the line
+    # for readers that use str.splitlines() (NEL, LINE and PARAGRAPH SEPARATOR).
+    for char, escape in _LINE_BREAKS:
+        if char in text:
+            text = text.replace(char, escape)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (undecodable path bytes, a split pair in model output) have no UTF-8
+        # form; \u escapes keep the line valid UTF-8 and read back to the same string.
+        return (json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a new directory entry durable: fsync the directory that holds it."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_private_dirs(directory: Path) -> list[Path]:
+    """Create ``directory`` and missing parents as 0700; return those created, outermost first.
+
+    The mode is set with chmod after mkdir because mkdir's mode is filtered by the umask.
+    Directories that already exist are left as their owner set them.
+    """
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    created: list[Path] = []
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, _DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it between our check and mkdir
+        os.chmod(path, _DIR_MODE)
+        created.append(path)
+    return created
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        raise SessionLogError(f"session log {path} is in use by another dsh process") from exc
+
+
+class SessionLog:
+    """An open session: its events in memory and its file, locked, ready for appends.
+
+    Made by :class:`SessionStore`, never directly. Not thread-safe: one writer, one thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        fd: int,
+        path: Path,
+        header: dict[str, Any],
+        events: list[SessionEvent],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.id: str = header["id"]
+        self.path = path
+        self.cwd: str = header["cwd"]
+        self.created: str = header["created"]
+        self.events = events
+        """Every event, loaded and appended, in ``seq`` order."""
+        self._fd: int | None = fd
+        self._clock = clock
+        self._size = os.fstat(fd).st_size
+        """Bytes of whole, acknowledged lines; a failed write rolls the file back to it."""
+        self._broken: OSError | None = None
+
+    def __repr__(self) -> str:
+        return f"SessionLog(id={self.id!r}, path={str(self.path)!r}, events={len(self.events)})"
+
+    def __enter__(self) -> SessionLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def append(self, type: str, data: dict[str, Any], *, durable: bool = False) -> SessionEvent:
+        """Append one event as one whole line; with ``durable``, fsync before returning.
+
+        Raises SessionLogError (its cause is the OSError) when the write fails; the file is cut
+        back to its last whole line so that a later append does not follow a torn one.
+        """
+        if self._fd is None:
+            raise UsageError(f"session log {self.path} is closed")
+        if self._broken is not None:
+            raise SessionLogError(
+                f"session log {self.path} cannot be written after an earlier failure"
+            ) from self._broken
+        event = SessionEvent(type, len(self.events), format_time(self._clock()), data)
+        line = _encode({"type": event.type, "seq": event.seq, "time": event.time, "data": data})
+        try:
+            _write_all(self._fd, line)
+            if durable:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self._roll_back(exc)
+            raise SessionLogError(f"cannot write session log {self.path}") from exc
+        self._size += len(line)
+        self.events.append(event)
+        return event
+
+    def close(self) -> None:
+        """Close the file and release the lock; idempotent."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def _roll_back(self, error: OSError) -> None:
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            # We cannot tell what is at the end of the file now; appending after it could bury
+            # a torn line mid-file, which the next load would refuse. Stop writing instead.
+            self._broken = error
+
+
+class SessionStore:
+    """Owns ``$DSH_HOME/sessions``: creates, finds, lists and loads session logs.
+
+    ``clock`` and ``new_id`` are injectable so a replay reproduces a log byte for byte.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        new_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.home = Path(home)
+        self.root = self.home / SESSIONS_DIR
+        self._clock = clock if clock is not None else _utc_now
+        self._new_id = new_id if new_id is not None else self._default_id
+
+    def _default_id(self) -> str:
+        # Sortable by creation at a glance, unique through the random tail.
+        return f"{_utc(self._clock()):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+    def create(self, cwd: Path) -> SessionLog:
+        """Start a new session for ``cwd``: directories, file and header made durable."""
+        cwd_text = os.path.abspath(cwd)
+        session_id = self._new_id()
+        if not _ID_PATTERN.fullmatch(session_id):
+            raise UsageError(f"session id {session_id!r} is not a safe directory name")
+        created = format_time(self._clock())
+        directory = self.root / cwd_key(cwd_text) / session_id
+        path = directory / LOG_NAME
+        header = {
+            "type": "session",
+            "version": FORMAT_VERSION,
+            "id": session_id,
+            "created": created,
+            "cwd": cwd_text,
+        }
+        try:
+            made = _make_private_dirs(directory.parent)
+            os.mkdir(directory, _DIR_MODE)
+            os.chmod(directory, _DIR_MODE)
+            made.append(directory)
+            fd = os.open(
+                path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, _FILE_MODE
+            )
+        except FileExistsError as exc:
+            raise SessionLogError(f"session {session_id} already exists in {directory}") from exc
+        except OSError as exc:
+            raise SessionLogError(f"cannot create session log {path}") from exc
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            _lock(fd, path)
+            _write_all(fd, _encode(header))
+            os.fsync(fd)
+            # The new entries live in their parents: the file in ``directory``, each new
+            # directory in the one above it.
+            _fsync_dir(directory)
+            for new in made:
+                _fsync_dir(new.parent)
+        except BaseException as exc:
+            os.close(fd)
+            if isinstance(exc, OSError):
+                raise SessionLogError(f"cannot create session log {path}") from exc
+            raise
+        return SessionLog(fd=fd, path=path, header=header, events=[], clock=self._clock)
+
+    def open(self, session_id: str) -> tuple[SessionLog, LoadReport]:
+        """Load a session by id, repairing what a crash left (see :class:`LoadReport`).
+
+        Raises SessionLogError for an unknown id, a log in use, damage before the last complete
+        turn, or a newer format version.
+        """
+        found = (
+            sorted(self.root.glob(f"*/{session_id}/{LOG_NAME}"))
+            if _ID_PATTERN.fullmatch(session_id)
+            else []
+        )
+        if not found:
+            raise SessionLogError(f"no session {session_id!r} in {self.root}")
+        if len(found) > 1:
+            places = ", ".join(str(path) for path in found)
+            raise SessionLogError(f"session id {session_id!r} is ambiguous: {places}")
+        return self._load(found[0])
+
+    def newest(self, cwd: Path) -> tuple[SessionLog, LoadReport] | None:
+        """Load the most recently written session of ``cwd``, or None when it has none."""
+        candidates = list(self._logs(self.root / cwd_key(os.path.abspath(cwd))))
+        if not candidates:
+            return None
+        newest = max(candidates, key=lambda item: (item[1].st_mtime_ns, item[0].parent.name))
+        return self._load(newest[0])
+
+    def list(self, cwd: Path | None = None) -> list[SessionInfo]:
+        """Sessions of ``cwd`` (or of every directory), most recently written first.
+
+        Reads only each header; a session whose header cannot be read is left out and logged.
+        """
+        if cwd is None:
+            keys = sorted(self.root.iterdir()) if self.root.is_dir() else []
+        else:
+            keys = [self.root / cwd_key(os.path.abspath(cwd))]
+        infos: list[SessionInfo] = []
+        for key in keys:
+            for path, status in self._logs(key):
+                try:
+                    header = _read_header(path)
+                except SessionLogError as exc:
+                    logger.warning("skipping a session: %s", error_chain(exc))
+                    continue
+                updated = datetime.fromtimestamp(status.st_mtime, UTC)
+                infos.append(
+                    SessionInfo(header["id"], header["cwd"], header["created"], updated, path)
+                )
+        infos.sort(key=lambda info: (info.updated, info.created, info.id), reverse=True)
+        return infos
+
+    @staticmethod
+    def _logs(key_dir: Path) -> Iterator[tuple[Path, os.stat_result]]:
+        if not key_dir.is_dir():
+            return
+        for session_dir in sorted(key_dir.iterdir()):
+            path = session_dir / LOG_NAME
+            try:
+                status = path.stat()
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # a stray file, or a session still being created
+            yield path, status
+
+    def _load(self, path: Path) -> tuple[SessionLog, LoadReport]:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SessionLogError(f"cannot open session log {path}") from exc
+        try:
+            _lock(fd, path)
+            scan = _scan(fd, path)
+            repaired = self._repair_tail(fd, path, scan)
+            notices = [repaired] if repaired is not None else []
+            log = SessionLog(
+                fd=fd, path=path, header=scan.header, events=scan.events, clock=self._clock
+            )
+        except OSError as exc:
+            os.close(fd)
+            raise SessionLogError(f"cannot load session log {path}") from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        interrupted: int | None = None
+        if scan.open_turn is not None:
+            try:
+                log.append(
+                    "turn/end",
+                    {"turn": scan.open_turn, "reason": {"kind": "interrupted"}},
+                    durable=True,
+                )
+            except BaseException:
+                log.close()
+                raise
+            interrupted = scan.open_turn
+            notices.append(
+                f"turn {interrupted} was left open by a process that exited; "
+                "closed it as interrupted"
+            )
+        for notice in notices:
+            logger.warning("session %s: %s", log.id, notice)
+        return log, LoadReport(tuple(notices), interrupted)
+
+    def _repair_tail(self, fd: int, path: Path, scan: _Scan) -> str | None:
+        """Cut the file back to its last good line, keeping damaged bytes in a sidecar.
+
+        Returns the notice that says what was done, or None when the tail was whole.
+        """
+        if scan.damage is not None:
+            line, offset, why = scan.damage
+            size = os.fstat(fd).st_size
+            damaged = os.pread(fd, size - offset, offset)
+            sidecar = self._write_sidecar(path, damaged)
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+            return (
+                f"line {line} of {path} was damaged ({why}); moved it and everything after it "
+                f"({len(damaged)} bytes) to {sidecar}"
+            )
+        elif scan.torn is not None:
+            line, offset = scan.torn
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+            return (
+                f"truncated a torn last line (line {line}, {size - offset} bytes) "
+                f"left by an interrupted write to {path}"
+            )
+        return None
+
+    def _write_sidecar(self, path: Path, damaged: bytes) -> Path:
+        stamp = f"{_utc(self._clock()):%Y%m%dT%H%M%S.%f}"[:-3] + "Z"
+        base = path.with_name(f"{path.name}{DAMAGED_SUFFIX}{stamp}")
+        candidate, n = base, 1
+        while True:
+            try:
+                fd = os.open(
+                    candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE
+                )
+                break
+            except FileExistsError:
+                n += 1
+                candidate = base.with_name(f"{base.name}-{n}")
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            _write_all(fd, damaged)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # The sidecar must be durable before the log loses those bytes.
+        _fsync_dir(path.parent)
+        return candidate
+
+
+@dataclass(slots=True)
+class _Scan:
+    header: dict[str, Any]
+    events: list[SessionEvent]
+    open_turn: int | None
+    """The turn of a ``turn/start`` with no ``turn/end`` after it."""
+    damage: tuple[int, int, str] | None
+    """(line number, byte offset, what is wrong) of the first bad line, when it may be moved."""
+    torn: tuple[int, int] | None
+    """(line number, byte offset) of a last line without its newline."""
+
+
+def _bad(path: Path, line: int, why: str) -> SessionLogError:
+    return SessionLogError(f"session log {path} is damaged at line {line}: {why}")
+
+
+def _check_header(raw: bytes, path: Path) -> dict[str, Any]:
+    if not raw.endswith(b"\n"):
+        raise _bad(path, 1, "the header line is incomplete (the session was never fully created)")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise _bad(path, 1, "the header is not JSON") from None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        raise _bad(path, 1, "the first line is not a session header")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _bad(path, 1, f"the header has no valid format version ({version!r})")
+    if version > FORMAT_VERSION:
+        raise SessionLogError(
+            f"session log {path} is format version {version}, written by a newer dsh; "
+            f"this dsh reads version {FORMAT_VERSION}: upgrade dsh to open it"
+        )
+    for field in ("id", "created", "cwd"):
+        if not isinstance(header.get(field), str):
+            raise _bad(path, 1, f"the header has no {field}")
+    return header
+
+
+def _read_header(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            raw = file.readline(_HEADER_LIMIT)
+    except OSError as exc:
+        raise SessionLogError(f"cannot read session log {path}") from exc
+    return _check_header(raw, path)
+
+
+def _parse_event(raw: bytes, seq: int) -> SessionEvent | str:
+    """The event on one whole line, or what is wrong with it."""
+    try:
+        value = json.loads(raw.decode("utf-8"))  # decode first: loads(bytes) sniffs encodings
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    except ValueError:
+        return "not JSON"
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    kind, number, time, data = (value.get(k) for k in ("type", "seq", "time", "data"))
+    if not (isinstance(kind, str) and isinstance(time, str) and isinstance(data, dict)):
+        return "not an event (type, seq, time, data)"
+    if not isinstance(number, int) or isinstance(number, bool) or number != seq:
+        return f"seq {number!r} where {seq} was expected"
+    if kind in ("turn/start", "turn/end"):
+        turn = data.get("turn")
+        if not isinstance(turn, int) or isinstance(turn, bool):
+            return f"{kind} without a turn number"
+    return SessionEvent(kind, number, time, data)
+
+
+def _is_turn_end(raw: bytes) -> bool:
+    if b'"turn/end"' not in raw:  # cheap filter before parsing
+        return False
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError
+        return False
+    return isinstance(value, dict) and value.get("type") == "turn/end"
+
+
+def _scan(fd: int, path: Path) -> _Scan:
+    """Read the whole log once, line by line, and find where its good part ends."""
+    events: list[SessionEvent] = []
+    open_turn: int | None = None
+    damage: tuple[int, int, str] | None = None
+    torn: tuple[int, int] | None = None
+    os.lseek(fd, 0, os.SEEK_SET)
+    # Read through a buffered reader on a dup: closing it must not close ``fd``.
+    with os.fdopen(os.dup(fd), "rb") as file:
+        header_line = file.readline()
+        if not header_line:
+            raise _bad(path, 1, "the file is empty (the session was never fully created)")
+        header = _check_header(header_line, path)
+        offset = len(header_line)
+        number = 1
+        for raw in file:
+            number += 1
+            if not raw.endswith(b"\n"):
+                torn = (number, offset)
+                break
+            if damage is None:
+                parsed = _parse_event(raw, len(events))
+                if isinstance(parsed, str):
+                    damage = (number, offset, parsed)
+                else:
+                    events.append(parsed)
+                    if parsed.type == "turn/start":
+                        open_turn = parsed.data["turn"]
+                    elif parsed.type == "turn/end":
+                        open_turn = None
+            elif _is_turn_end(raw):
+                # A complete turn/end after the damage: the damage is inside a finished turn,
+                # and moving it would drop that turn. Refuse rather than guess.
+                line, _, why = damage
+                raise _bad(
+                    path,
+                    line,
+                    f"{why}; it comes before the complete turn/end on line {number}, "
+                    "so dsh will not repair it",
+                )
+            offset += len(raw)
+    return _Scan(header, events, open_turn, damage, torn)
