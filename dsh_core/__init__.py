@@ -5,6 +5,8 @@ the session log. No terminal code lives here; ``dsh_stdio`` drives it.
 from __future__ import annotations
 
 from .chain import error_chain as error_chain
+from .deepseek import DeepSeekAdapter as DeepSeekAdapter
+from .deepseek import RetryPolicy as RetryPolicy
 from .errors import FailureRecord as FailureRecord
 from .errors import HarnessError as HarnessError
 from .errors import LlmError as LlmError
@@ -21,24 +23,44 @@ from .llm import RetryNotice as RetryNotice
 from .llm import ScriptedModel as ScriptedModel
 from .llm import TextDelta as TextDelta
 from .llm import Usage as Usage
+from .loop import Conversation as Conversation
+from .loop import PreTurnHook as PreTurnHook
+from .loop import TurnEnd as TurnEnd
+from .loop import TurnFailed as TurnFailed
+from .session import LoadReport as LoadReport
+from .session import SessionEvent as SessionEvent
+from .session import SessionInfo as SessionInfo
+from .session import SessionLog as SessionLog
+from .session import SessionStore as SessionStore
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ChatModel",
     "ChatRequest",
+    "Conversation",
+    "DeepSeekAdapter",
     "Event",
     "FailureRecord",
     "Finish",
     "HarnessError",
     "KeepAlive",
     "LlmError",
+    "LoadReport",
     "Message",
+    "PreTurnHook",
     "ReasoningDelta",
     "RetryNotice",
+    "RetryPolicy",
     "ScriptedModel",
+    "SessionEvent",
+    "SessionInfo",
+    "SessionLog",
     "SessionLogError",
+    "SessionStore",
     "TextDelta",
+    "TurnEnd",
+    "TurnFailed",
     "Usage",
     "UsageError",
     "__version__",

@@ -1,0 +1,1082 @@
+"""DeepSeekAdapter over real loopback sockets: the stub server and small fault servers.
+
+Each failure and each behaviour has a test that checks the code, the message as ``error_chain``
+renders it, the retries and the order of events. No test asserts a duration: waits are bounded
+polls, and backoffs are made tiny through ``RetryPolicy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import logging
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dsh_core import __version__, error_chain
+from dsh_core.deepseek import (
+    DeepSeekAdapter,
+    RetryPolicy,
+    parse_retry_after,
+    redact_url,
+)
+from dsh_core.errors import LlmError, UsageError
+from dsh_core.llm import (
+    ChatRequest,
+    Event,
+    Finish,
+    KeepAlive,
+    Message,
+    ReasoningDelta,
+    RetryNotice,
+    TextDelta,
+    Usage,
+)
+from dsh_core.stub_server import (
+    Answer,
+    Cut,
+    Disconnect,
+    Empty,
+    EndWithoutDone,
+    HttpError,
+    InBandError,
+    KeepAlives,
+    LongStream,
+    Malformed,
+    RawStream,
+    SlowStream,
+    Stall,
+    StubServer,
+    WrongContentType,
+)
+from tests.conftest import CANARY_KEY
+
+FAST = RetryPolicy(base_delay=0.001, max_delay=0.004, retry_after_cap=0.02, jitter=False)
+"""Real retries, tiny waits."""
+NO_RETRY = RetryPolicy(max_retries=0)
+PEER_CLOSED = (
+    "peer closed connection without sending complete message body (incomplete chunked read)"
+)
+
+
+@pytest.fixture
+def server() -> Iterator[StubServer]:
+    with StubServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def key_never_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Every test here also checks that no log record, of any library, holds a secret."""
+    caplog.set_level(logging.DEBUG)
+    yield
+    for record in caplog.records:
+        for secret in (CANARY_KEY, "hunter2"):
+            assert secret not in record.getMessage()
+            assert secret not in repr(record.args)
+
+
+@dataclass
+class Outcome:
+    """What one ``stream()`` produced: its events, then the failure that ended it, if any."""
+
+    events: list[Event]
+    error: LlmError | None
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, TextDelta))
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, ReasoningDelta))
+
+    @property
+    def retries(self) -> list[RetryNotice]:
+        return [e for e in self.events if isinstance(e, RetryNotice)]
+
+    @property
+    def kinds(self) -> list[str]:
+        """Event class names with consecutive repeats collapsed: the shape of the stream."""
+        names: list[str] = []
+        for event in self.events:
+            if not names or names[-1] != type(event).__name__:
+                names.append(type(event).__name__)
+        return names
+
+    @property
+    def rendered(self) -> str:
+        assert self.error is not None, f"the stream did not fail: {self.events}"
+        return error_chain(self.error)
+
+
+def request(text: str = "hello", **options: Any) -> ChatRequest:
+    return ChatRequest(model="deepseek-v4-flash", messages=(Message("user", text),), **options)
+
+
+async def collect(adapter: DeepSeekAdapter, chat: ChatRequest | None = None) -> Outcome:
+    events: list[Event] = []
+    try:
+        async for event in adapter.stream(chat or request()):
+            events.append(event)
+    except LlmError as exc:
+        assert_no_key(exc)
+        return Outcome(events, exc)
+    return Outcome(events, None)
+
+
+def stream(
+    base_url: str,
+    chat: ChatRequest | None = None,
+    *,
+    retry: RetryPolicy = FAST,
+    api_key: str | None = CANARY_KEY,
+    **options: Any,
+) -> Outcome:
+    """One request with a fresh adapter, start to end."""
+
+    async def main() -> Outcome:
+        adapter = DeepSeekAdapter(base_url=base_url, api_key=api_key, retry=retry, **options)
+        try:
+            return await collect(adapter, chat)
+        finally:
+            assert CANARY_KEY not in repr(adapter)
+            await adapter.close()
+
+    return asyncio.run(main())
+
+
+def assert_no_key(exc: BaseException) -> None:
+    assert CANARY_KEY not in error_chain(exc)
+    link: BaseException | None = exc
+    while link is not None:
+        assert CANARY_KEY not in repr(link)
+        link = link.__cause__ or link.__context__
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` (bounded): the server side learns of a close asynchronously."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def chunk_event(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    body = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+
+# -- the answer ---------------------------------------------------------------------------------
+
+
+def test_default_answer(server: StubServer) -> None:
+    outcome = stream(server.url, request("hello"))
+    assert outcome.error is None
+    assert outcome.text == "You said: hello"
+    assert outcome.kinds == ["TextDelta", "Usage", "Finish"]
+    assert outcome.events[-2] == Usage(prompt_tokens=7, completion_tokens=4)
+    assert outcome.events[-1] == Finish("stop")
+
+
+def test_request_shape_and_headers(server: StubServer) -> None:
+    chat = ChatRequest(
+        model="deepseek-v4-pro",
+        messages=(Message("system", "Be brief."), Message("user", "hi")),
+        max_tokens=64,
+        temperature=0.5,
+        stop=("END",),
+        thinking=True,
+        reasoning_effort="high",
+    )
+    assert stream(server.url + "/", chat).error is None  # the trailing slash is ignored
+    assert server.requests == [
+        {
+            "model": "deepseek-v4-pro",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "hi"},
+            ],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": 64,
+            "temperature": 0.5,
+            "stop": ["END"],
+            "thinking": {"type": "enabled"},
+            "reasoning_effort": "high",
+        }
+    ]
+    headers = server.headers[0]
+    assert headers["authorization"] == f"Bearer {CANARY_KEY}"
+    assert headers["accept"] == "text/event-stream"
+    assert headers["content-type"] == "application/json"
+    assert headers["user-agent"] == f"dsh/{__version__}"
+
+
+def test_optional_fields_are_left_out(server: StubServer) -> None:
+    stream(server.url, request(thinking=False))
+    assert set(server.requests[0]) == {"model", "messages", "stream", "stream_options", "thinking"}
+    assert server.requests[0]["thinking"] == {"type": "disabled"}
+
+
+def test_reasoning_comes_before_the_answer(server: StubServer) -> None:
+    server.enqueue(Answer("The answer.", reasoning="Let me think."))
+    outcome = stream(server.url)
+    assert outcome.kinds == ["ReasoningDelta", "TextDelta", "Usage", "Finish"]
+    assert outcome.reasoning == "Let me think."
+    assert outcome.text == "The answer."
+    usage = outcome.events[-2]
+    assert isinstance(usage, Usage) and usage.reasoning_tokens == 4
+
+
+def test_usage_fields(server: StubServer) -> None:
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "prompt_cache_hit_tokens": 60,
+        "prompt_cache_miss_tokens": 40,
+        "completion_tokens_details": {"reasoning_tokens": 5},
+    }
+    server.enqueue(
+        RawStream(
+            (
+                chunk_event({"content": "ok"}, "stop"),
+                b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n",
+                b"data: [DONE]\n\n",
+            )
+        )
+    )
+    outcome = stream(server.url)
+    assert Usage(100, 20, cached_tokens=60, reasoning_tokens=5) in outcome.events
+
+
+def test_finish_reason_length_is_max_tokens(server: StubServer) -> None:
+    server.enqueue(Answer("Once upon a ti", finish_reason="length"))
+    outcome = stream(server.url)
+    assert outcome.error is None
+    assert outcome.events[-1] == Finish("max-tokens")
+
+
+@pytest.mark.parametrize("reason", ["tool_calls", "some_future_reason"])
+def test_other_finish_reasons_are_a_normal_stop(server: StubServer, reason: str) -> None:
+    server.enqueue(Answer("ok", finish_reason=reason))
+    assert stream(server.url).events[-1] == Finish("stop")
+
+
+def test_finish_reason_content_filter(server: StubServer) -> None:
+    server.enqueue(Answer("Some text", finish_reason="content_filter"))
+    outcome = stream(server.url)
+    assert outcome.text == "Some text"
+    assert outcome.error is not None and outcome.error.code == "CONTENT_FILTER"
+    assert outcome.rendered == "DeepSeek API stopped the answer: finish_reason content_filter"
+    assert outcome.error.request_id == "stub-1"
+
+
+def test_finish_reason_insufficient_system_resource(server: StubServer) -> None:
+    server.enqueue(Answer("Half an", finish_reason="insufficient_system_resource"))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "SERVER"
+    assert outcome.rendered == (
+        "DeepSeek API stopped the answer: finish_reason insufficient_system_resource"
+    )
+    assert len(server.requests) == 1  # text was shown: no retry
+
+
+def test_deltas_of_one_read_are_merged(server: StubServer) -> None:
+    server.enqueue(LongStream(5000))
+    outcome = stream(server.url)
+    words = ("the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog. ")
+    assert outcome.text == "".join(words[i % len(words)] for i in range(5000))
+    assert len(outcome.events) < 100
+
+
+def test_unicode_and_line_separators_survive_split_chunks(server: StubServer) -> None:
+    body = chunk_event({"content": "a\u2028b\x1cc 🙂 \r\n"}).replace(b"\n\n", b"\r\n\r\n")
+    cut = body.index("🙂".encode()) + 2  # inside the emoji
+    crlf = body.index(b"\r\n\r\n") + 1  # between CR and LF
+    server.enqueue(
+        RawStream((body[:cut], body[cut:crlf], body[crlf:], b"data: [DONE]\r\n\r\n"), delay=0.01)
+    )
+    outcome = stream(server.url)
+    assert outcome.error is None
+    assert outcome.text == "a\u2028b\x1cc 🙂 \r\n"
+
+
+def test_escape_sequences_are_passed_through_untouched(server: StubServer) -> None:
+    server.enqueue(Answer("\x1b[2J\x1b]0;pwned\x07\u202eevil"))
+    assert stream(server.url).text == "\x1b[2J\x1b]0;pwned\x07\u202eevil"  # the front door's job
+
+
+# -- keep-alives and timeouts --------------------------------------------------------------------
+
+
+def test_keep_alives_are_reported_then_the_answer(server: StubServer) -> None:
+    server.enqueue(KeepAlives(3, 0.0, Answer("ready")))
+    outcome = stream(server.url)
+    assert outcome.kinds == ["KeepAlive", "TextDelta", "Usage", "Finish"]
+    assert outcome.text == "ready"
+
+
+def test_keep_alives_reset_the_idle_timer(server: StubServer) -> None:
+    server.enqueue(KeepAlives(12, 0.05, Answer("still here")))
+    outcome = stream(server.url, idle_timeout=0.5)  # 0.65 s in all, never 0.5 s silent
+    assert outcome.error is None
+    assert outcome.text == "still here"
+    assert sum(isinstance(e, KeepAlive) for e in outcome.events) == 12
+
+
+def test_keep_alives_do_not_count_as_shown_text(server: StubServer) -> None:
+    server.enqueue(KeepAlives(2, 0.0, Cut("")), Answer("second try"))
+    outcome = stream(server.url)
+    assert outcome.kinds == ["KeepAlive", "RetryNotice", "TextDelta", "Usage", "Finish"]
+    assert outcome.text == "second try"
+
+
+def test_idle_timeout_before_any_text_is_retried(server: StubServer) -> None:
+    server.enqueue(Stall(30), Answer("after the stall"))
+    outcome = stream(server.url, idle_timeout=0.2)
+    (retry,) = outcome.retries
+    assert retry.error.__class__ is LlmError
+    assert error_chain(retry.error) == (
+        f"DeepSeek API stream from {server.url} timed out: nothing received for 0.2 s"
+    )
+    assert outcome.text == "after the stall"
+
+
+def test_idle_timeout_after_text_fails_the_turn(server: StubServer) -> None:
+    server.enqueue(Stall(30, after_text="Partial"), Answer("never asked for"))
+    outcome = stream(server.url, idle_timeout=0.2)
+    assert outcome.text == "Partial"
+    assert outcome.error is not None and outcome.error.code == "TIMEOUT"
+    assert outcome.rendered == (
+        f"DeepSeek API stream from {server.url} timed out: nothing received for 0.2 s"
+    )
+    assert outcome.retries == []
+    assert len(server.requests) == 1
+
+
+@contextlib.asynccontextmanager
+async def silent_server() -> AsyncIterator[tuple[str, asyncio.Event, list[str]]]:
+    """Accepts, reads the request, never answers. Yields (url, got a request, closed log)."""
+    got_request = asyncio.Event()
+    closed: list[str] = []
+    writers: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        got_request.set()
+        await reader.read()  # until the client closes
+        closed.append("closed")
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", got_request, closed
+    finally:
+        server.close()
+        for writer in writers:
+            writer.close()
+        await server.wait_closed()
+
+
+def test_read_timeout_waiting_for_the_response() -> None:
+    async def main() -> tuple[str, Outcome]:
+        async with silent_server() as (url, _, _):
+            adapter = DeepSeekAdapter(
+                base_url=url, api_key=CANARY_KEY, retry=NO_RETRY, read_timeout=0.2
+            )
+            try:
+                return url, await collect(adapter)
+            finally:
+                await adapter.close()
+
+    url, outcome = asyncio.run(main())
+    assert outcome.error is not None and outcome.error.code == "TIMEOUT"
+    assert outcome.rendered == (
+        f"DeepSeek API request to {url} timed out waiting for a response after 0.2 s"
+    )
+
+
+def test_silence_before_the_response_is_the_idle_timeout() -> None:
+    async def main() -> tuple[str, Outcome]:
+        async with silent_server() as (url, _, _):
+            adapter = DeepSeekAdapter(
+                base_url=url, api_key=CANARY_KEY, retry=NO_RETRY, idle_timeout=0.2
+            )
+            try:
+                return url, await collect(adapter)
+            finally:
+                await adapter.close()
+
+    url, outcome = asyncio.run(main())
+    assert outcome.error is not None and outcome.error.code == "TIMEOUT"
+    assert (
+        outcome.rendered == f"DeepSeek API request to {url} timed out: nothing received for 0.2 s"
+    )
+
+
+def test_connect_timeout() -> None:
+    # A listener whose accept queue is full drops new SYNs: connecting hangs, on loopback.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        try:
+            outcome = stream(f"http://127.0.0.1:{port}", retry=NO_RETRY, connect_timeout=0.2)
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert outcome.error is not None and outcome.error.code == "TIMEOUT"
+    assert outcome.rendered == (
+        f"DeepSeek API request to http://127.0.0.1:{port} timed out connecting after 0.2 s"
+    )
+
+
+# -- transport failures --------------------------------------------------------------------------
+
+
+def test_refused_connection_renders_exactly() -> None:
+    port = closed_port()
+    retry = RetryPolicy(max_retries=2, base_delay=0.001, jitter=False)
+    outcome = stream(f"http://127.0.0.1:{port}/", retry=retry)
+    expected = (
+        f"DeepSeek API request to http://127.0.0.1:{port} failed: All connection attempts "
+        f"failed: [Errno 111] Connect call failed ('127.0.0.1', {port})"
+    )
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.rendered == expected
+    assert outcome.error.message == f"DeepSeek API request to http://127.0.0.1:{port} failed"
+    assert isinstance(outcome.error.__cause__, httpx.ConnectError)
+    assert [(r.attempt, r.max_retries) for r in outcome.retries] == [(1, 2), (2, 2)]
+    assert [error_chain(r.error) for r in outcome.retries] == [expected, expected]
+
+
+def test_user_info_in_the_base_url_is_redacted() -> None:
+    port = closed_port()
+    outcome = stream(f"http://user:hunter2@127.0.0.1:{port}", retry=NO_RETRY)
+    assert outcome.rendered.startswith(f"DeepSeek API request to http://***@127.0.0.1:{port} ")
+    assert "hunter2" not in outcome.rendered
+    adapter = DeepSeekAdapter(base_url=f"http://user:hunter2@127.0.0.1:{port}/", api_key=None)
+    assert adapter.base_url == f"http://***@127.0.0.1:{port}"
+    assert "hunter2" not in repr(adapter)
+
+
+def test_user_info_is_not_sent_and_the_key_stays_the_credential(server: StubServer) -> None:
+    outcome = stream(server.url.replace("http://", "http://user:hunter2@"))
+    assert outcome.error is None
+    assert server.headers[0]["authorization"] == f"Bearer {CANARY_KEY}"
+    # key_never_logged checks that the password is not in httpx's request log line either
+
+
+def test_disconnect_before_the_response_is_retried(server: StubServer) -> None:
+    server.enqueue(Disconnect(), Answer("second try"))
+    outcome = stream(server.url)
+    (retry,) = outcome.retries
+    assert retry.error.__class__ is LlmError
+    assert error_chain(retry.error) == (
+        f"DeepSeek API request to {server.url} failed: "
+        "Server disconnected without sending a response."
+    )
+    assert outcome.text == "second try"
+
+
+def test_cut_before_any_text_is_retried(server: StubServer) -> None:
+    server.enqueue(Cut(""), Answer("second try"))
+    outcome = stream(server.url)
+    assert outcome.kinds == ["RetryNotice", "TextDelta", "Usage", "Finish"]
+    assert error_chain(outcome.retries[0].error) == (
+        f"DeepSeek API stream from {server.url} failed: {PEER_CLOSED}"
+    )
+
+
+def test_cut_after_text_fails_without_retry(server: StubServer) -> None:
+    server.enqueue(Cut("Half an ans"), Answer("never asked for"))
+    outcome = stream(server.url)
+    assert outcome.text == "Half an ans"
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.rendered == f"DeepSeek API stream from {server.url} failed: {PEER_CLOSED}"
+    assert outcome.error.request_id == "stub-1"
+    assert isinstance(outcome.error.__cause__, httpx.RemoteProtocolError)
+    assert outcome.retries == [] and len(server.requests) == 1
+
+
+def test_unknown_host_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "no-such-host.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    outcome = stream("http://no-such-host.invalid")
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.rendered == (
+        "DeepSeek API request to http://no-such-host.invalid failed: "
+        "[Errno -2] Name or service not known"
+    )
+    assert outcome.retries == []
+
+
+def test_temporary_name_resolution_failure_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    def getaddrinfo(*args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    outcome = stream("http://flaky-dns.invalid", retry=RetryPolicy(max_retries=1, base_delay=0.001))
+    assert len(outcome.retries) == 1
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = [
+        "openssl", "req", "-x509", "-nodes", "-days", "1",
+        "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+        "-keyout", str(key), "-out", str(cert),
+        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+    ]  # fmt: skip
+    subprocess.run(
+        command,
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_certificate_that_fails_verification_is_not_retried(self_signed: tuple[Path, Path]) -> None:
+    cert, key = self_signed
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    handshakes: list[int] = []
+
+    async def main() -> tuple[str, Outcome]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        def count(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            handshakes.append(1)  # the failed handshake is logged by asyncio: count it
+
+        asyncio.get_running_loop().set_exception_handler(count)
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server:
+            adapter = DeepSeekAdapter(base_url=url, api_key=CANARY_KEY, retry=FAST)
+            try:
+                return url, await collect(adapter)
+            finally:
+                await adapter.close()
+
+    url, outcome = asyncio.run(main())
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.rendered.startswith(
+        f"DeepSeek API request to {url} failed: [SSL: CERTIFICATE_VERIFY_FAILED]"
+    )
+    assert outcome.retries == []
+
+
+@pytest.mark.parametrize(
+    ("base_url", "shown"),
+    [
+        ("ftp://127.0.0.1:21", "ftp://127.0.0.1:21"),
+        ("api.deepseek.com", "api.deepseek.com"),
+        ("http://user:pw@[::1", "<unparsable URL>"),
+    ],
+)
+def test_unusable_base_url_is_not_retried(base_url: str, shown: str) -> None:
+    outcome = stream(base_url)
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.rendered.startswith(f"DeepSeek API request to {shown} failed: ")
+    assert outcome.retries == []
+
+
+# -- the stream itself ---------------------------------------------------------------------------
+
+
+def test_stream_without_done_after_text(server: StubServer) -> None:
+    server.enqueue(EndWithoutDone("partial"), Answer("never asked for"))
+    outcome = stream(server.url)
+    assert outcome.text == "partial"
+    assert outcome.error is not None and outcome.error.code == "STREAM_CLOSED"
+    assert outcome.rendered == f"DeepSeek API stream from {server.url} ended before [DONE]"
+    assert outcome.retries == []
+
+
+def test_stream_without_done_before_text_is_retried(server: StubServer) -> None:
+    server.enqueue(EndWithoutDone(""), Answer("second try"))
+    outcome = stream(server.url)
+    assert [r.error.code for r in outcome.retries if isinstance(r.error, LlmError)] == [
+        "STREAM_CLOSED"
+    ]
+    assert outcome.text == "second try"
+
+
+def test_malformed_json(server: StubServer) -> None:
+    server.enqueue(Malformed('{"choices": [{"delta": {"content": "oops"'))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "MALFORMED_RESPONSE"
+    assert outcome.rendered == (
+        "DeepSeek API stream event is not valid JSON: "
+        '\'{"choices": [{"delta": {"content": "oops"\': '
+        "Expecting ',' delimiter: line 1 column 42 (char 41)"
+    )
+    assert outcome.retries == [] and len(server.requests) == 1
+
+
+def test_malformed_json_is_quoted_to_120_characters(server: StubServer) -> None:
+    server.enqueue(Malformed("{" + "x" * 300))
+    outcome = stream(server.url)
+    assert outcome.error is not None
+    assert outcome.error.message == (
+        "DeepSeek API stream event is not valid JSON: '{" + "x" * 119 + "'..."
+    )
+
+
+@pytest.mark.parametrize("payload", ["null", "[1, 2]", "42", '"text"', "true"])
+def test_payload_that_is_not_an_object(server: StubServer, payload: str) -> None:
+    server.enqueue(Malformed(payload))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "MALFORMED_RESPONSE"
+    assert outcome.rendered == f"DeepSeek API stream event is not a JSON object: {payload!r}"
+
+
+@pytest.mark.parametrize(
+    ("payload", "what"),
+    [
+        ('{"choices": "nope"}', "has malformed choices"),
+        ('{"choices": [{"delta": ["x"]}]}', "has a malformed delta"),
+        ('{"choices": [{"delta": {"content": 5}}]}', "has a non-text delta"),
+    ],
+)
+def test_malformed_chunk_shapes(server: StubServer, payload: str, what: str) -> None:
+    server.enqueue(Malformed(payload))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "MALFORMED_RESPONSE"
+    assert outcome.rendered == f"DeepSeek API stream event {what}: {payload!r}"
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ("Content Exists Risk", "CONTENT_FILTER"),
+        ("Insufficient Balance", "QUOTA"),
+        ("You exceeded your current quota", "QUOTA"),
+        ("This model's maximum context length is 65536 tokens", "CONTEXT_WINDOW_EXCEEDED"),
+        ("Internal inference error", "SERVER"),
+    ],
+)
+def test_in_band_error(server: StubServer, message: str, code: str) -> None:
+    server.enqueue(InBandError(message, after_text="Some text"))
+    outcome = stream(server.url)
+    assert outcome.text == "Some text"
+    assert outcome.error is not None and outcome.error.code == code
+    assert outcome.rendered == f"DeepSeek API reported an error in the stream: {message}"
+    assert outcome.error.request_id == "stub-1"
+
+
+def test_in_band_server_error_before_text_is_retried(server: StubServer) -> None:
+    server.enqueue(InBandError("Internal inference error"), Answer("second try"))
+    outcome = stream(server.url)
+    assert len(outcome.retries) == 1 and outcome.text == "second try"
+
+
+def test_in_band_error_classified_by_its_code_field(server: StubServer) -> None:
+    server.enqueue(InBandError("blocked", code="content_filter"))
+    assert stream(server.url).rendered == "DeepSeek API reported an error in the stream: blocked"
+    server.enqueue(InBandError("blocked", code="content_filter"))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "CONTENT_FILTER"
+
+
+def test_text_in_the_same_read_as_an_error_is_delivered_first(server: StubServer) -> None:
+    error = b'data: {"error": {"message": "Content Exists Risk"}}\n\n'
+    server.enqueue(RawStream((chunk_event({"content": "shown "}) + error,)))
+    outcome = stream(server.url)
+    assert outcome.kinds == ["TextDelta"]
+    assert outcome.error is not None and outcome.error.code == "CONTENT_FILTER"
+
+
+def test_empty_answer_is_retried_then_fails(server: StubServer) -> None:
+    server.enqueue(*[Empty()] * 5)
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "EMPTY_RESPONSE"
+    assert outcome.rendered == "DeepSeek API sent an empty answer"
+    assert [r.attempt for r in outcome.retries] == [1, 2, 3, 4]
+    assert len(server.requests) == 5
+
+
+def test_wrong_content_type(server: StubServer) -> None:
+    server.enqueue(WrongContentType())
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "MALFORMED_RESPONSE"
+    assert outcome.rendered == (
+        "DeepSeek API answered with content type 'text/html; charset=utf-8', not an event stream"
+    )
+    assert outcome.error.status == 200
+
+
+def test_json_error_object_instead_of_a_stream(server: StubServer) -> None:
+    body = json.dumps({"error": {"message": "Insufficient Balance"}})
+    server.enqueue(WrongContentType(body, "application/json"))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "QUOTA"
+
+
+# -- HTTP statuses -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "code"),
+    [
+        (401, "Authentication Fails, Your api key is invalid", "AUTH"),
+        (403, "Forbidden region", "AUTH"),
+        (402, "Insufficient Balance", "QUOTA"),
+        (429, "You exceeded your current quota", "QUOTA"),
+        (500, "Account balance is negative", "QUOTA"),
+        (429, "Rate limit reached", "RATE_LIMIT"),
+        (400, "This model's maximum context length is 65536 tokens", "CONTEXT_WINDOW_EXCEEDED"),
+        (400, "Invalid max_tokens", "INVALID_REQUEST"),
+        (413, "Request too large", "INVALID_REQUEST"),
+        (422, "Invalid parameters", "INVALID_REQUEST"),
+        (413, "context length exceeded", "INVALID_REQUEST"),
+        (500, "Internal error", "SERVER"),
+        (503, "Server overloaded", "SERVER"),
+        (404, "Not found", "HTTP_404"),
+        (418, "I'm a teapot", "HTTP_418"),
+    ],
+)
+def test_http_status(server: StubServer, status: int, message: str, code: str) -> None:
+    server.enqueue(HttpError(status, message))
+    outcome = stream(server.url, retry=NO_RETRY)
+    error = outcome.error
+    assert error is not None and error.code == code
+    assert error.status == status and error.request_id == "stub-1"
+    phrase = {
+        401: "Unauthorized",
+        403: "Forbidden",
+        402: "Payment Required",
+        429: "Too Many Requests",
+        400: "Bad Request",
+        413: "Request Entity Too Large",
+        422: "Unprocessable Entity",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+        404: "Not Found",
+        418: "I'm a Teapot",
+    }[status]
+    assert outcome.rendered == f"DeepSeek API returned HTTP {status} {phrase}: {message}"
+
+
+def test_http_error_without_a_usable_body(server: StubServer) -> None:
+    server.enqueue(HttpError(502, raw_body="<html><h1>502 Bad Gateway</h1></html>"))
+    outcome = stream(server.url, retry=NO_RETRY)
+    assert outcome.error is not None and outcome.error.code == "SERVER"
+    assert outcome.rendered == "DeepSeek API returned HTTP 502 Bad Gateway"
+
+
+def test_http_error_body_without_message(server: StubServer) -> None:
+    server.enqueue(HttpError(500))
+    assert stream(server.url, retry=NO_RETRY).rendered == (
+        "DeepSeek API returned HTTP 500 Internal Server Error"
+    )
+
+
+@pytest.mark.parametrize(("status", "message"), [(401, "bad key"), (400, "bad request")])
+def test_permanent_statuses_are_not_retried(server: StubServer, status: int, message: str) -> None:
+    server.enqueue(HttpError(status, message), Answer("never asked for"))
+    outcome = stream(server.url)
+    assert outcome.retries == [] and len(server.requests) == 1
+
+
+def test_retries_are_bounded_and_back_off(server: StubServer) -> None:
+    server.enqueue(*[HttpError(503, "Server overloaded")] * 6)
+    outcome = stream(server.url)
+    assert [(r.attempt, r.max_retries) for r in outcome.retries] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert [r.delay for r in outcome.retries] == [0.001, 0.002, 0.004, 0.004]
+    assert outcome.error is not None and outcome.error.code == "SERVER"
+    assert outcome.kinds == ["RetryNotice"]
+    assert len(server.requests) == 5
+
+
+def test_retry_after_seconds_is_honoured(server: StubServer) -> None:
+    server.enqueue(HttpError(429, "slow down", retry_after="0.01"), Answer("ok"))
+    outcome = stream(server.url)
+    (retry,) = outcome.retries
+    assert isinstance(retry.error, LlmError) and retry.error.retry_after == 0.01
+    assert retry.delay == 0.01
+    assert outcome.text == "ok"
+
+
+def test_retry_after_is_capped(server: StubServer) -> None:
+    server.enqueue(HttpError(429, "slow down", retry_after=3600), Answer("ok"))
+    (retry,) = stream(server.url).retries
+    assert isinstance(retry.error, LlmError) and retry.error.retry_after == 3600
+    assert retry.delay == FAST.retry_after_cap
+
+
+def test_retry_after_as_an_http_date(server: StubServer) -> None:
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    server.enqueue(HttpError(503, "maintenance", retry_after=when), Answer("ok"))
+    (retry,) = stream(server.url).retries
+    assert isinstance(retry.error, LlmError) and retry.error.retry_after is not None
+    assert 0 < retry.error.retry_after <= 2
+    assert retry.delay == FAST.retry_after_cap
+
+
+def test_jitter_stays_under_the_ceiling() -> None:
+    policy = RetryPolicy()
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (5, 8.0), (9, 8.0)]:
+        delays = [policy.delay(attempt) for _ in range(200)]
+        assert all(0 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 1
+    assert policy.delay(1, retry_after=3) >= 3
+    assert policy.delay(1, retry_after=99) >= 30 and policy.delay(1, retry_after=99) <= 30.5
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("5", 5.0),
+        (" 7 ", 7.0),
+        ("0.5", 0.5),
+        ("0", 0.0),
+        ("-1", None),
+        ("nan", None),
+        ("inf", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),
+        ("Wed, 21 Oct 2015 07:28:10", None),
+    ],
+)
+def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
+    now = email.utils.parsedate_to_datetime("Wed, 21 Oct 2015 07:28:00 GMT").timestamp()
+    assert parse_retry_after(value, now=now) == seconds
+
+
+# -- the key -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", [None, "", "   "])
+def test_missing_key_fails_before_any_io(server: StubServer, key: str | None) -> None:
+    outcome = stream(server.url, api_key=key)
+    assert outcome.error is not None and outcome.error.code == "MISSING_CREDENTIAL"
+    assert outcome.rendered == "No DeepSeek API key: set DEEPSEEK_API_KEY to your API key"
+    assert server.connections_opened == 0
+
+
+@pytest.mark.parametrize("key", [f"{CANARY_KEY}\nX-Evil: 1", f"{CANARY_KEY} x", "sk-ключ"])
+def test_unusable_key_is_refused_without_echoing_it(server: StubServer, key: str) -> None:
+    outcome = stream(server.url, api_key=key)
+    assert outcome.error is not None and outcome.error.code == "MISSING_CREDENTIAL"
+    assert "DEEPSEEK_API_KEY" in outcome.rendered
+    assert key not in outcome.rendered and "ключ" not in outcome.rendered
+    assert server.connections_opened == 0
+
+
+def test_surrounding_whitespace_is_trimmed(server: StubServer) -> None:
+    assert stream(server.url, api_key=f"  {CANARY_KEY}\n").error is None
+    assert server.headers[0]["authorization"] == f"Bearer {CANARY_KEY}"
+
+
+def test_key_appears_nowhere(server: StubServer) -> None:
+    server.enqueue(HttpError(401, "Authentication Fails"), Cut("x"), HttpError(503, "busy"))
+    outcomes = [stream(server.url) for _ in range(2)]
+    outcomes.append(stream(f"http://127.0.0.1:{closed_port()}", retry=NO_RETRY))
+    adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY, retry=FAST)
+    assert repr(adapter) == f"DeepSeekAdapter(base_url={server.url!r}, api_key=<set>)"
+    for outcome in outcomes:
+        assert outcome.error is not None
+        for event in outcome.events:
+            assert CANARY_KEY not in repr(event)
+            if isinstance(event, RetryNotice):
+                assert CANARY_KEY not in error_chain(event.error)
+    # key_never_logged checks every log record, httpx's and httpcore's debug lines included
+
+
+def test_redact_url() -> None:
+    assert redact_url("https://api.deepseek.com") == "https://api.deepseek.com"
+    assert redact_url("https://u:p@h:1/v1") == "https://***@h:1/v1"
+    assert redact_url("https://token@h") == "https://***@h"
+
+
+# -- cancellation and connections ----------------------------------------------------------------
+
+
+def test_cancel_mid_stream_is_aborted_and_closes_the_connection(server: StubServer) -> None:
+    server.enqueue(SlowStream("one two three four five six seven eight nine ten", delay=0.05))
+
+    async def main() -> LlmError:
+        adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY)
+        first_text = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in adapter.stream(request()):
+                if isinstance(event, TextDelta):
+                    first_text.set()
+
+        task = asyncio.create_task(consume())
+        await first_text.wait()
+        task.cancel()
+        with pytest.raises(LlmError) as caught:
+            await task
+        await wait_for(lambda: server.connections_closed == 1, "the server to see the close")
+        await adapter.close()
+        return caught.value
+
+    error = asyncio.run(main())
+    assert error.code == "ABORTED"
+    assert isinstance(error.__cause__, asyncio.CancelledError)
+    assert error_chain(error) == "DeepSeek API request cancelled: CancelledError"
+
+
+def test_cancel_during_backoff_ends_at_once(server: StubServer) -> None:
+    server.enqueue(HttpError(503, "busy"), Answer("never asked for"))
+
+    async def main() -> tuple[LlmError, list[Event]]:
+        slow = RetryPolicy(base_delay=60, max_delay=60, jitter=False)
+        adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY, retry=slow)
+        events: list[Event] = []
+        retrying = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in adapter.stream(request()):
+                events.append(event)
+                if isinstance(event, RetryNotice):
+                    retrying.set()
+
+        task = asyncio.create_task(consume())
+        await retrying.wait()
+        task.cancel()
+        with pytest.raises(LlmError) as caught:
+            await task
+        await adapter.close()
+        return caught.value, events
+
+    error, events = asyncio.run(main())
+    assert error.code == "ABORTED"
+    assert isinstance(error.__cause__, asyncio.CancelledError)
+    assert [type(e) for e in events] == [RetryNotice]
+    assert len(server.requests) == 1
+
+
+def test_cancel_while_waiting_for_the_response() -> None:
+    async def main() -> tuple[LlmError, list[str]]:
+        async with silent_server() as (url, got_request, closed):
+            adapter = DeepSeekAdapter(base_url=url, api_key=CANARY_KEY)
+            task = asyncio.create_task(collect(adapter))
+            await got_request.wait()
+            task.cancel()
+            outcome = await task
+            await wait_for(lambda: closed == ["closed"], "the server to see the close")
+            await adapter.close()
+            assert outcome.error is not None
+            return outcome.error, closed
+
+    error, closed = asyncio.run(main())
+    assert error.code == "ABORTED" and closed == ["closed"]
+
+
+def test_abandoning_the_stream_closes_the_connection(server: StubServer) -> None:
+    server.enqueue(SlowStream("one two three four five six", delay=0.05))
+
+    async def main() -> str:
+        adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY)
+        events = adapter.stream(request())
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    break
+        await wait_for(lambda: server.connections_closed == 1, "the server to see the close")
+        text = (await collect(adapter)).text  # the adapter is still usable
+        await adapter.close()
+        return text
+
+    assert asyncio.run(main()) == "You said: hello"
+    assert server.connections_opened == 2
+
+
+def test_connection_is_reused_across_requests(server: StubServer) -> None:
+    trailer = b": after done, read to the end\n\n"
+    server.enqueue(
+        Answer("one"),
+        HttpError(429, "slow down"),  # an error body is read too
+        RawStream((chunk_event({"content": "three"}), b"data: [DONE]\n\n", trailer)),
+        Answer("four"),
+    )
+
+    async def main() -> list[str]:
+        adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY, retry=FAST)
+        try:
+            return [(await collect(adapter)).text for _ in range(3)]
+        finally:
+            await adapter.close()
+
+    assert asyncio.run(main()) == ["one", "three", "four"]
+    assert len(server.requests) == 4
+    assert server.connections_opened == 1
+
+
+def test_a_shared_client_is_used_and_left_open(server: StubServer) -> None:
+    async def main() -> bool:
+        async with httpx.AsyncClient() as client:
+            adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY, client=client)
+            assert (await collect(adapter)).text == "You said: hello"
+            await adapter.close()
+            return client.is_closed
+
+    assert asyncio.run(main()) is False
+
+
+def test_stream_after_close_is_a_usage_error(server: StubServer) -> None:
+    async def main() -> None:
+        adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY)
+        await adapter.close()
+        with pytest.raises(UsageError):
+            await collect(adapter)
+
+    asyncio.run(main())
+
+
+def test_plain_http_needs_no_certificate_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = DeepSeekAdapter(base_url="http://127.0.0.1:1", api_key=None)
+    verify = plain._verify()
+    assert isinstance(verify, ssl.SSLContext)
+    assert verify.verify_mode == ssl.CERT_REQUIRED and verify.check_hostname
+    assert DeepSeekAdapter(base_url="https://api.deepseek.com", api_key=None)._verify() is True
+    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example:3128")
+    assert plain._verify() is True

@@ -1,0 +1,452 @@
+"""StubServer: HTTP over real sockets, scripted behaviours, trigger words, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from dsh_core.stub_server import (
+    ESCAPE_TEXT,
+    TRIGGERS,
+    Answer,
+    Behaviour,
+    Cut,
+    Disconnect,
+    Empty,
+    EndWithoutDone,
+    HttpError,
+    InBandError,
+    KeepAlives,
+    LongStream,
+    Malformed,
+    RawStream,
+    SlowStream,
+    Stall,
+    StubServer,
+    WrongContentType,
+)
+
+AUTH = {"Authorization": "Bearer sk-test"}
+
+
+@pytest.fixture
+def server() -> Iterator[StubServer]:
+    with StubServer() as server:
+        yield server
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=10) as client:
+        yield client
+
+
+def body(text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def post(client: httpx.Client, server: StubServer, text: str = "hello") -> httpx.Response:
+    return client.post(f"{server.url}/chat/completions", json=body(text), headers=AUTH)
+
+
+def payloads(response: httpx.Response) -> list[Any]:
+    """The data of each event, JSON-decoded where it is JSON."""
+    out: list[Any] = []
+    for block in response.text.split("\n\n"):
+        if block.startswith("data: "):
+            data = block[6:]
+            try:
+                out.append(json.loads(data))
+            except ValueError:
+                out.append(data)
+    return out
+
+
+def content(response: httpx.Response, field: str = "content") -> str:
+    return "".join(
+        p["choices"][0]["delta"].get(field) or ""
+        for p in payloads(response)
+        if isinstance(p, dict) and p.get("choices")
+    )
+
+
+# -- lifecycle and HTTP ----------------------------------------------------------------------
+
+
+def test_url_and_context_manager() -> None:
+    with StubServer() as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        port = int(server.url.rsplit(":", 1)[1])
+        assert port > 0
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        pass  # stopped: nothing listens any more
+
+
+def test_start_and_stop_explicitly() -> None:
+    server = StubServer()
+    server.start()
+    try:
+        with pytest.raises(RuntimeError):
+            server.start()
+    finally:
+        server.stop()
+    server.stop()  # a second stop is harmless
+
+
+def test_port_in_use_is_reported_by_start(server: StubServer) -> None:
+    port = int(server.url.rsplit(":", 1)[1])
+    with pytest.raises(OSError):
+        StubServer(port=port).start()
+
+
+def test_default_answer(server: StubServer, client: httpx.Client) -> None:
+    response = post(client, server, "hi there")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert response.headers["x-request-id"] == "stub-1"
+    assert content(response) == "You said: hi there"
+    events = payloads(response)
+    assert events[-1] == "[DONE]"
+    assert events[-2]["usage"]["prompt_tokens"] == 7
+    assert events[-3]["choices"][0]["finish_reason"] == "stop"
+    deltas = events[1:-3]
+    assert all(len(e["choices"][0]["delta"]["content"]) <= 4 for e in deltas)
+
+
+def test_records_requests_headers_and_connections(server: StubServer, client: httpx.Client) -> None:
+    post(client, server, "one")
+    post(client, server, "two")
+    assert [r["messages"][0]["content"] for r in server.requests] == ["one", "two"]
+    assert server.headers[0]["authorization"] == "Bearer sk-test"
+    assert server.connections_opened == 1  # keep-alive
+    server.requests.clear()  # a copy: the server's record is untouched
+    assert len(server.requests) == 2
+
+
+def test_chunked_request_body(server: StubServer, client: httpx.Client) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield json.dumps(body("streamed up")).encode()
+
+    response = client.post(f"{server.url}/v1/chat/completions", content=chunks(), headers=AUTH)
+    assert content(response) == "You said: streamed up"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("POST", "/nope", 404), ("GET", "/chat/completions", 405)],
+)
+def test_routes(
+    server: StubServer, client: httpx.Client, method: str, path: str, status: int
+) -> None:
+    assert client.request(method, server.url + path, headers=AUTH).status_code == status
+
+
+def test_body_that_is_not_json(server: StubServer, client: httpx.Client) -> None:
+    response = client.post(f"{server.url}/chat/completions", content=b"{", headers=AUTH)
+    assert response.status_code == 400
+    assert server.requests == []
+
+
+def test_no_key_is_refused_and_the_script_kept(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Answer("scripted"))
+    response = client.post(f"{server.url}/chat/completions", json=body())
+    assert response.status_code == 401
+    assert "error" in response.json()
+    assert content(post(client, server)) == "scripted"
+
+
+# -- scripted behaviours ---------------------------------------------------------------------
+
+
+def test_queue_is_first_in_first_out_then_default(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Answer("first"), Answer("second"))
+    assert [content(post(client, server)) for _ in range(3)] == [
+        "first",
+        "second",
+        "You said: hello",
+    ]
+
+
+def test_answer_with_reasoning_and_finish_reason(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Answer("Yes.", reasoning="Hmm.", chunk_size=2, finish_reason="length"))
+    response = post(client, server)
+    events = payloads(response)
+    assert events[0]["choices"][0]["delta"]["reasoning_content"] == ""
+    assert content(response, "reasoning_content") == "Hmm."
+    assert content(response) == "Yes."
+    assert events[-3]["choices"][0]["finish_reason"] == "length"
+    assert events[-2]["usage"]["completion_tokens_details"]["reasoning_tokens"] == 2
+
+
+def test_http_error(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(HttpError(429, "Rate limit reached", retry_after=3))
+    response = post(client, server)
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "3"
+    assert response.headers["x-request-id"] == "stub-1"
+    assert response.json()["error"]["message"] == "Rate limit reached"
+
+
+def test_http_error_raw_body(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(HttpError(502, raw_body="<html>bad gateway</html>"))
+    response = post(client, server)
+    assert response.status_code == 502
+    assert response.text == "<html>bad gateway</html>"
+
+
+def test_keep_alives(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(KeepAlives(2, 0.0, Answer("ok")))
+    response = post(client, server)
+    assert response.text.startswith(": keep-alive\n\n: keep-alive\n\ndata: ")
+    assert content(response) == "ok"
+
+
+def test_stall_then_the_rest(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Stall(0.05, after_text="abc"))
+    response = post(client, server)
+    assert content(response) == "abc"
+    assert payloads(response)[-1] == "[DONE]"
+
+
+@pytest.mark.parametrize("behaviour", [Cut("abc"), RawStream((b"data: x\n\n",), end=False)])
+def test_cut_mid_body(server: StubServer, client: httpx.Client, behaviour: Behaviour) -> None:
+    server.enqueue(behaviour)
+    with pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"):
+        post(client, server)
+
+
+def test_disconnect(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Disconnect())
+    with pytest.raises(httpx.RemoteProtocolError, match="without sending a response"):
+        post(client, server)
+
+
+def test_malformed(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Malformed("{nope"))
+    assert payloads(post(client, server))[1:] == ["{nope", "[DONE]"]
+
+
+def test_in_band_error(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(InBandError("Content Exists Risk", after_text="ab", code="content_filter"))
+    response = post(client, server)
+    assert content(response) == "ab"
+    assert payloads(response)[-1]["error"]["message"] == "Content Exists Risk"
+
+
+def test_long_stream(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(LongStream(1000, events_per_chunk=7))
+    response = post(client, server)
+    events = payloads(response)
+    assert sum(1 for e in events if isinstance(e, dict) and e.get("choices")) == 1002
+    assert content(response).startswith("the quick brown fox")
+
+
+def test_slow_stream(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(SlowStream("one two three", delay=0.01))
+    assert content(post(client, server)) == "one two three"
+
+
+def test_end_without_done(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(EndWithoutDone("partial"))
+    response = post(client, server)
+    assert content(response) == "partial"
+    assert "[DONE]" not in response.text
+
+
+def test_empty(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(Empty())
+    response = post(client, server)
+    assert content(response) == ""
+    assert payloads(response)[-1] == "[DONE]"
+
+
+def test_wrong_content_type(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(WrongContentType())
+    response = post(client, server)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+
+
+def test_raw_stream_chunks_arrive_as_sent(server: StubServer, client: httpx.Client) -> None:
+    server.enqueue(RawStream((b"data: a", b"bc\n", b"\n"), delay=0.01))
+    with client.stream("POST", f"{server.url}/chat/completions", json=body(), headers=AUTH) as r:
+        assert list(r.iter_raw()) == [b"data: a", b"bc\n", b"\n"]
+
+
+def test_stop_ends_a_stalled_response(client: httpx.Client) -> None:
+    server = StubServer()
+    server.start()
+    server.enqueue(Stall(60))
+    with (
+        client.stream("POST", f"{server.url}/chat/completions", json=body(), headers=AUTH) as r,
+        pytest.raises(httpx.RemoteProtocolError),
+    ):
+        server.stop()
+        r.read()
+
+
+def test_client_going_away_ends_the_response(server: StubServer) -> None:
+    server.enqueue(Stall(60))
+    with (
+        httpx.Client() as client,
+        client.stream("POST", f"{server.url}/chat/completions", json=body(), headers=AUTH),
+    ):
+        pass  # closed at once, the body unread
+    for _ in range(500):  # a bounded poll: the server learns of the close asynchronously
+        if server.connections_closed == 1:
+            break
+        time.sleep(0.01)
+    assert server.connections_closed == 1
+
+
+# -- trigger words ---------------------------------------------------------------------------
+
+
+def test_every_trigger_has_a_one_line_description() -> None:
+    assert set(TRIGGERS) == {
+        "think",
+        "busy",
+        "slow",
+        "limit",
+        "cut",
+        "fail",
+        "ratelimit",
+        "malformed",
+        "empty",
+        "escape",
+        "auth",
+        "quota",
+        "filter",
+        "long",
+    }
+    assert all(description and "\n" not in description for description in TRIGGERS.values())
+
+
+@pytest.mark.parametrize("word", sorted(TRIGGERS))
+def test_each_trigger_changes_the_behaviour(server: StubServer, word: str) -> None:
+    triggered = server._triggered(body(f"please {word.upper()} now"), b"{}")
+    assert triggered != Answer(f"You said: please {word.upper()} now")
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("slow", SlowStream),
+        ("busy", KeepAlives),
+        ("long", LongStream),
+        ("empty", Empty),
+        ("malformed", Malformed),
+    ],
+)
+def test_trigger_behaviour_types(server: StubServer, word: str, expected: type) -> None:
+    assert isinstance(server._triggered(body(word), b"{}"), expected)
+
+
+@pytest.mark.parametrize("text", ["ratelimits", "unlimited", "cutting", "thinking", "fails"])
+def test_triggers_are_whole_words(server: StubServer, client: httpx.Client, text: str) -> None:
+    assert content(post(client, server, text)) == f"You said: {text}"
+
+
+def test_the_first_trigger_in_the_message_wins(server: StubServer) -> None:
+    assert isinstance(server._triggered(body("quota then think"), b"{}"), HttpError)
+    assert isinstance(server._triggered(body("think then quota"), b"{}"), Answer)
+
+
+def test_a_merged_message_counts_for_what_it_adds(server: StubServer, client: httpx.Client) -> None:
+    # The loop joins a failed turn's message to the next one with a blank line.
+    assert post(client, server, "auth").status_code == 401
+    assert content(post(client, server, "auth\n\nhello again")) == "You said: hello again"
+    assert post(client, server, "auth\n\nhello again\n\nquota").status_code == 402
+    assert post(client, server, "auth").status_code == 401  # the same message again: a retry
+    # A first message with blank lines of its own is all new.
+    text = "review this\n\ndiff --git a b\n+line\n"
+    assert content(post(client, server, text)) == f"You said: {text}"
+
+
+def test_only_the_last_user_message_counts(server: StubServer, client: httpx.Client) -> None:
+    messages = [
+        {"role": "user", "content": "auth"},
+        {"role": "assistant", "content": "quota"},
+        {"role": "user", "content": "plain"},
+    ]
+    response = client.post(
+        f"{server.url}/chat/completions", json={"model": "m", "messages": messages}, headers=AUTH
+    )
+    assert content(response) == "You said: plain"
+
+
+@pytest.mark.parametrize(
+    ("word", "status", "message"),
+    [
+        ("auth", 401, "Authentication Fails, Your api key is invalid"),
+        ("quota", 402, "Insufficient Balance"),
+        ("fail", 503, "Server overloaded, please try again later."),
+    ],
+)
+def test_status_triggers(
+    server: StubServer, client: httpx.Client, word: str, status: int, message: str
+) -> None:
+    response = post(client, server, word)
+    assert response.status_code == status
+    assert response.json()["error"]["message"] == message
+
+
+def test_ratelimit_trigger_refuses_once_then_answers(
+    server: StubServer, client: httpx.Client
+) -> None:
+    first = post(client, server, "ratelimit")
+    assert first.status_code == 429 and first.headers["retry-after"] == "1"
+    assert content(post(client, server, "ratelimit")) == "You said: ratelimit"
+
+
+def test_escape_trigger(server: StubServer, client: httpx.Client) -> None:
+    text = content(post(client, server, "escape"))
+    assert text == ESCAPE_TEXT
+    assert "\x1b[2J" in text and "\x1b]0;pwned\x07" in text and "\u202e" in text
+
+
+def test_think_limit_cut_filter_triggers(server: StubServer, client: httpx.Client) -> None:
+    assert content(post(client, server, "think"), "reasoning_content")
+    limited = payloads(post(client, server, "limit"))
+    assert limited[-3]["choices"][0]["finish_reason"] == "length"
+    assert "error" in payloads(post(client, server, "filter"))[-1]
+    with pytest.raises(httpx.RemoteProtocolError):
+        post(client, server, "cut")
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_main_serves_until_interrupted() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsh_core.stub_server", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().strip()
+        assert first.startswith("stub server listening on http://127.0.0.1:")
+        url = first.rsplit(" ", 1)[1]
+        banner = [process.stdout.readline() for _ in range(len(TRIGGERS) + 1)]
+        assert [line.split()[0] for line in banner[1:]] == list(TRIGGERS)
+        response = httpx.post(f"{url}/chat/completions", json=body("cli"), headers=AUTH)
+        assert content(response) == "You said: cli"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
