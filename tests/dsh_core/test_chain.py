@@ -18,7 +18,7 @@ from dsh_core import error_chain
 from dsh_core.chain import MAX_LINKS
 
 
-def chained(*links: BaseException) -> BaseException:
+def chained(*links: Exception) -> Exception:
     """Link ``links`` outermost first through ``__cause__``."""
     for outer, inner in itertools.pairwise(links):
         outer.__cause__ = inner
@@ -123,7 +123,7 @@ def test_deep_chain_is_iterative_and_capped() -> None:
 
 
 def test_deeply_nested_groups_stay_bounded() -> None:
-    exc: BaseException = OSError("leaf")
+    exc: Exception = OSError("leaf")
     for i in range(sys.getrecursionlimit() * 2):
         exc = ExceptionGroup(f"g{i}", [exc])
     assert error_chain(exc).startswith(f"g{sys.getrecursionlimit() * 2 - 1} [")
@@ -134,7 +134,7 @@ def test_deeply_nested_groups_stay_bounded() -> None:
 
 class BadGroupMessage(ExceptionGroup[Exception]):
     @property
-    def message(self) -> str:  # type: ignore[override]
+    def message(self) -> str:
         raise RuntimeError("hostile message")
 
 
@@ -157,8 +157,9 @@ def exception_graphs(draw: st.DrawFn) -> object:
     for _ in range(size):
         kind = draw(st.integers(min_value=0, max_value=6))
         text = draw(st.text(max_size=8))
-        if nodes and draw(st.booleans()):
-            members = [
+        make_group: bool = draw(st.booleans())
+        if nodes and make_group:
+            members: list[Exception] = [
                 n
                 for n in draw(st.lists(st.sampled_from(nodes), min_size=1, max_size=3))
                 if isinstance(n, Exception)

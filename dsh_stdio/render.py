@@ -1,0 +1,86 @@
+"""Turn what dsh_core reports into transcript text: outcome lines, notices, safe model text.
+
+>>> outcome_line(TurnEnd(turn=0, kind="aborted", failure=None, reason="user"))
+'[turn aborted] user'
+"""
+
+from __future__ import annotations
+
+import re
+
+from dsh_core.chain import error_chain
+from dsh_core.llm import RetryNotice, Usage
+from dsh_core.loop import TurnEnd
+
+__all__ = [
+    "INTERRUPTED_LINE",
+    "neutralise",
+    "outcome_line",
+    "retry_notice",
+    "usage_line",
+]
+
+INTERRUPTED_LINE = "[turn interrupted by a previous process exit]"
+
+
+def outcome_line(end: TurnEnd) -> str | None:
+    """The one line SPEC section 3 prints after a turn that did not simply complete."""
+    match end.kind:
+        case "error":
+            code = end.failure.code if end.failure else "UNKNOWN"
+            message = end.failure.message if end.failure else ""
+            return f"[turn failed {code}] {message}"
+        case "aborted":
+            return f"[turn aborted] {end.reason or ''}".rstrip()
+        case "rejected":
+            return f"[turn rejected] {end.reason or ''}".rstrip()
+        case "interrupted":
+            return INTERRUPTED_LINE
+        case "max-tokens":
+            return "[turn stopped at the output token limit]"
+        case _:
+            # "completed", and kinds from newer versions: a normal end.
+            return None
+
+
+def retry_notice(notice: RetryNotice) -> str:
+    """``retrying in 1.2 s (retry 1 of 4): <error_chain>``."""
+    return (
+        f"retrying in {notice.delay:.1f} s (retry {notice.attempt} of {notice.max_retries}): "
+        f"{error_chain(notice.error)}"
+    )
+
+
+def usage_line(usage: Usage | None, seconds: float) -> str:
+    """``tokens in 12 (cached 0) / out 30, 0.84 s``, the short line after each turn."""
+    if usage is None:
+        return f"{seconds:.2f} s"
+    line = (
+        f"tokens in {usage.prompt_tokens} (cached {usage.cached_tokens}) "
+        f"/ out {usage.completion_tokens}"
+    )
+    if usage.reasoning_tokens:
+        line += f" (reasoning {usage.reasoning_tokens})"
+    return f"{line}, {seconds:.2f} s"
+
+
+# C0 controls but TAB and LF, DEL, C1 controls, and the Unicode bidi and line-separator
+# controls that can reorder or hide what the user sees (Trojan Source).
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if code < 0x20:
+        return "^" + chr(code + 0x40)  # caret notation: ESC is ^[, BEL is ^G
+    if code == 0x7F:
+        return "^?"
+    return f"<U+{code:04X}>"
+
+
+def neutralise(text: str) -> str:
+    """Make model text inert on a terminal: controls become visible, newline and tab stay."""
+    return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))

@@ -1,0 +1,154 @@
+"""Terminal mode: one prompt_toolkit ``PromptSession`` and ``await prompt_async()`` in a loop.
+
+Enter sends, Alt-Enter (Esc then Enter) inserts a newline, history lives in
+``$DSH_HOME/history`` (0600). Ctrl-C at the prompt clears the line; Ctrl-C during a turn cancels
+only that turn. prompt_toolkit removes the loop's SIGINT handler each time a prompt ends, so the
+"cancel the turn" handler is installed for each turn, after ``prompt_async`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from .app import EXIT_OK, EXIT_SIGTERM, Session, TurnView, colour_wanted
+
+__all__ = ["COMMANDS", "run_repl"]
+
+COMMANDS = {
+    "/help": "show this help",
+    "/exit": "leave (Ctrl-D on an empty line does the same)",
+    "/new": "start a fresh session",
+    "/model NAME": "use another model for the next turns",
+    "/session": "show this session's id and log file",
+}
+
+
+def _create_prompt_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        """Alt-Enter (or Esc then Enter) inserts a newline instead of sending."""
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+def _private_history(home: Path) -> FileHistory:
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = home / "history"
+    # Create it 0600 before prompt_toolkit opens it for appending with the default mode.
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    os.chmod(path, 0o600)
+    return FileHistory(str(path))
+
+
+def _help_text() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"  {name.ljust(width)}  {what}" for name, what in COMMANDS.items()]
+    return (
+        "commands:\n" + "\n".join(lines) + "\n  Alt-Enter inserts a newline; Ctrl-C cancels a turn."
+    )
+
+
+class _Commands:
+    """The slash commands; each returns False when the REPL should end."""
+
+    def __init__(self, session: Session, out: TextIO) -> None:
+        self._session = session
+        self._out = out
+
+    def run(self, line: str) -> bool:
+        name, _, argument = line.strip().partition(" ")
+        argument = argument.strip()
+        match name:
+            case "/exit":
+                return False
+            case "/help":
+                self._say(_help_text())
+            case "/new":
+                log = self._session.new()
+                self._say(f"new session {log.id}")
+            case "/model":
+                if not argument:
+                    self._say(
+                        f"model: {self._session.conversation.model_name} (usage: /model NAME)"
+                    )
+                else:
+                    self._session.conversation.model_name = argument
+                    self._say(f"model: {argument}")
+            case "/session":
+                log = self._session.conversation.log
+                self._say(f"session {log.id}\nlog {log.path}")
+            case _:
+                commands = " ".join(name.split()[0] for name in COMMANDS)
+                self._say(f"unknown command {name}; commands: {commands}")
+        return True
+
+    def _say(self, text: str) -> None:
+        self._out.write(text + "\n")
+        self._out.flush()
+
+
+async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
+    """The interactive loop; returns the exit status (0 for Ctrl-D and /exit)."""
+    home = session.config.home
+    prompt: PromptSession[str] = PromptSession(
+        history=_private_history(home),
+        key_bindings=_create_prompt_bindings(),
+    )
+    commands = _Commands(session, out)
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if session.conversation.running:
+            session.conversation.cancel("shutdown")
+        elif main is not None:
+            main.cancel()
+
+    main = asyncio.current_task()
+    out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
+    out.flush()
+    try:
+        while not terminated:
+            loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+            try:
+                line = await prompt.prompt_async("> ")
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                break
+            if not line.strip():
+                continue
+            if line.startswith("/"):
+                if not commands.run(line):
+                    break
+                continue
+            await _run_turn(session, line, out, err)
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+    return EXIT_SIGTERM if terminated else EXIT_OK
+
+
+async def _run_turn(session: Session, line: str, out: TextIO, err: TextIO) -> None:
+    conversation = session.conversation
+    view = TurnView(out, err, terminal=True, show_reasoning=True, colour=colour_wanted(out))
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, conversation.cancel, "user")
+    try:
+        view.show_waiting("… waiting for the model")
+        await session.run_turn(line, view)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)

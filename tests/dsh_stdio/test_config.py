@@ -1,0 +1,87 @@
+"""Flags beat the environment, which beats the defaults; bad values are one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsh_core.errors import MISSING_CREDENTIAL
+from dsh_stdio.config import DEFAULT_BASE_URL, DEFAULT_MODEL, StartupError, parse_config
+
+KEY = {"DEEPSEEK_API_KEY": "sk-test"}
+
+
+def test_defaults() -> None:
+    config = parse_config([], {**KEY, "HOME": "/nonexistent"})
+    assert config.base_url == DEFAULT_BASE_URL
+    assert config.model == DEFAULT_MODEL
+    assert config.max_tokens is None
+    assert config.question is None
+    assert not config.continue_session and config.resume is None
+
+
+def test_flag_beats_environment() -> None:
+    env = {
+        **KEY,
+        "DEEPSEEK_BASE_URL": "http://env:1/",
+        "DSH_MODEL": "env-model",
+        "DSH_HOME": "/env-home",
+        "DSH_MAX_TOKENS": "5",
+    }
+    from_env = parse_config([], env)
+    assert (from_env.base_url, from_env.model, from_env.home, from_env.max_tokens) == (
+        "http://env:1",
+        "env-model",
+        Path("/env-home"),
+        5,
+    )
+    flags = parse_config(
+        ["--base-url", "http://flag:2//", "--model", "m", "--home", "/h", "--max-tokens", "7"], env
+    )
+    assert (flags.base_url, flags.model, flags.home, flags.max_tokens) == (
+        "http://flag:2",
+        "m",
+        Path("/h"),
+        7,
+    )
+
+
+def test_question_words_are_joined() -> None:
+    assert parse_config(["review", "this"], KEY).question == "review this"
+
+
+def test_missing_key_names_the_variable_and_the_demo() -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config([], {})
+    assert info.value.code == MISSING_CREDENTIAL
+    assert "DEEPSEEK_API_KEY" in info.value.message
+    assert "scripts/demo_repl.py" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "words"),
+    [
+        (["--max-tokens", "abc"], {}, "--max-tokens must be a positive integer, not 'abc'"),
+        (["--max-tokens", "0"], {}, "--max-tokens must be a positive integer"),
+        ([], {"DSH_MAX_TOKENS": "-3"}, "DSH_MAX_TOKENS must be a positive integer"),
+        (["--base-url", "ftp://x"], {}, "--base-url must be an http:// or https:// URL"),
+        (["--bogus"], {}, "unrecognized arguments: --bogus"),
+        (["--continue", "--resume", "x"], {}, "not allowed with argument"),
+    ],
+)
+def test_bad_values_are_startup_errors(argv: list[str], env: dict[str, str], words: str) -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config(argv, {**KEY, **env})
+    assert words in info.value.message
+
+
+def test_key_is_not_in_repr() -> None:
+    config = parse_config([], {"DEEPSEEK_API_KEY": "sk-secret-value"})
+    assert "sk-secret-value" not in repr(config)
+
+
+def test_base_url_password_is_not_echoed() -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config(["--base-url", "ftp://user:hunter2@host"], KEY)
+    assert "hunter2" not in info.value.message

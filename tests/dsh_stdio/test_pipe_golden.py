@@ -1,0 +1,69 @@
+"""Pipe mode golden test: one input with a line for each outcome, run through the real dsh.
+
+Regenerate the expected files after an intended change with
+``DSH_REGENERATE=1 python -m pytest tests/dsh_stdio/test_pipe_golden.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dsh_core.stub_server import StubServer
+from tests.dsh_stdio.conftest import DSH, assert_no_canary
+
+pytestmark = pytest.mark.slow
+
+GOLDEN = Path(__file__).parent / "golden"
+
+INPUT = b"".join(
+    [
+        b"hello\n",
+        b"   \n",  # whitespace only: not a turn
+        b"\n",
+        b"think about it\n",
+        b"limit\n",
+        b"cut\n",
+        b"auth\n",
+        b"x" * (300 * 1024) + b"\n",  # over the 256 KiB message limit: rejected, session goes on
+        b"malformed\n",
+        b"quota\n",
+        b"filter\n",
+        b"fail\n",
+        b"caf\xe9 \x00 ok\n",  # invalid UTF-8 and NUL are replaced, not fatal
+        b"crlf line\r\n",
+        b"escape\n",  # on a pipe the model's text is data: passed through as it is
+        b"bye",  # the last line needs no newline
+    ]
+)
+
+
+def normalise(text: str, base_url: str) -> str:
+    """Replace what changes from run to run: the stub's port and measured seconds."""
+    text = text.replace(base_url, "{base_url}")
+    return re.sub(r"\d+\.\d+ s\b", "N s", text)
+
+
+def check(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("DSH_REGENERATE"):
+        path.write_bytes(actual.encode("utf-8"))
+    assert actual == path.read_bytes().decode("utf-8")
+
+
+def test_pipe_transcript(dsh_env: dict[str, str], home: Path, stub: StubServer) -> None:
+    result = subprocess.run(
+        DSH, input=INPUT, env=dsh_env, capture_output=True, timeout=120, check=False
+    )
+    stdout = result.stdout.decode("utf-8")
+    stderr = result.stderr.decode("utf-8")
+    assert result.returncode == 1, stderr
+    check("pipe.stdout", normalise(stdout, stub.url))
+    check("pipe.stderr", normalise(stderr, stub.url))
+    assert_no_canary(home, stdout, stderr)
+    (log,) = home.rglob("session.jsonl")
+    assert log.stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,51 @@
+"""Outcome lines exactly as SPEC section 3; model text made inert for a terminal."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_core.errors import FailureRecord
+from dsh_core.loop import TurnEnd
+from dsh_stdio.render import neutralise, outcome_line
+
+
+def end(kind: str, *, failure: FailureRecord | None = None, reason: str | None = None) -> TurnEnd:
+    return TurnEnd(turn=0, kind=kind, failure=failure, reason=reason)
+
+
+@pytest.mark.parametrize(
+    ("turn_end", "line"),
+    [
+        (end("completed"), None),
+        (
+            end("error", failure=FailureRecord("SERVER", "boom: inner")),
+            "[turn failed SERVER] boom: inner",
+        ),
+        (end("aborted", reason="user"), "[turn aborted] user"),
+        (end("aborted", reason="shutdown"), "[turn aborted] shutdown"),
+        (end("rejected", reason="too long"), "[turn rejected] too long"),
+        (end("interrupted"), "[turn interrupted by a previous process exit]"),
+        (end("max-tokens"), "[turn stopped at the output token limit]"),
+        (end("merged-by-a-newer-version"), None),
+    ],
+)
+def test_outcome_lines(turn_end: TurnEnd, line: str | None) -> None:
+    assert outcome_line(turn_end) == line
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain\ttext\nnext", "plain\ttext\nnext"),
+        ("\x1b[2J\x1b]0;pwned\x07", "^[[2J^[]0;pwned^G"),
+        ("a\rb", "a^Mb"),
+        ("line\r\n", "line\n"),
+        ("\x9b31m", "<U+009B>31m"),
+        ("abc\u202edef", "abc<U+202E>def"),
+        ("\x7f", "^?"),
+        ("emoji \U0001f600 ok", "emoji \U0001f600 ok"),
+    ],
+)
+def test_neutralise(text: str, shown: str) -> None:
+    assert neutralise(text) == shown
+    assert "\x1b" not in neutralise(text)

@@ -1,0 +1,130 @@
+"""The REPL in a real pseudo-terminal (pexpect, ``TERM=dumb``) against the stub server."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.dsh_stdio.conftest import DSH, assert_no_canary
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "> "
+
+
+def spawn(env: dict[str, str], *args: str) -> tuple[pexpect.spawn, io.StringIO]:
+    transcript = io.StringIO()
+    child = pexpect.spawn(
+        DSH[0], [*DSH[1:], *args], env=env, encoding="utf-8", timeout=20, dimensions=(24, 200)
+    )
+    child.logfile_read = transcript
+    return child, transcript
+
+
+def leave(child: pexpect.spawn) -> int:
+    """Ctrl-D on an empty line, after the tty has left cooked mode (FIELD-NOTES)."""
+    time.sleep(0.3)
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    return int(child.exitstatus)
+
+
+def test_answer_cancel_continue_and_leave(dsh_env: dict[str, str], home: Path) -> None:
+    child, transcript = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("hello there")
+    child.expect_exact("You said: hello there")
+    child.expect_exact(PROMPT)
+
+    child.sendline("something slow please")
+    child.expect_exact("word3")
+    child.sendintr()
+    child.expect_exact("[turn aborted] user")
+    child.expect_exact(PROMPT)
+
+    child.sendline("and again")
+    child.expect_exact("You said: and again")
+    child.expect_exact(PROMPT)
+
+    # Ctrl-C at the prompt clears the line and does not exit.
+    time.sleep(0.3)
+    child.send("half a line")
+    child.sendintr()
+    child.expect_exact(PROMPT)
+    child.sendline("still here")
+    child.expect_exact("You said: still here")
+    child.expect_exact(PROMPT)
+
+    assert leave(child) == 0
+    assert "half a line" not in transcript.getvalue().split("still here")[-1]
+    assert_no_canary(home, transcript.getvalue())
+    log = next(home.rglob("session.jsonl")).read_text()
+    assert '"kind":"aborted"' in log.replace(" ", "")
+
+
+def test_exit_command_and_unknown_command(dsh_env: dict[str, str]) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("/nope")
+    child.expect_exact("unknown command /nope; commands: /help /exit /new /model /session")
+    child.expect_exact(PROMPT)
+    child.sendline("/session")
+    child.expect("session [0-9a-zA-Z_-]+")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_history_survives_a_restart(dsh_env: dict[str, str], home: Path) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("remember me")
+    child.expect_exact("You said: remember me")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+    assert (home / "history").stat().st_mode & 0o777 == 0o600
+
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    time.sleep(0.3)
+    child.send("\x1b[A")  # Up: the previous session's line comes back
+    child.send("\r")
+    child.expect_exact("You said: remember me")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+
+
+def test_escape_sequences_from_the_model_do_not_reach_the_terminal(
+    dsh_env: dict[str, str],
+) -> None:
+    child, transcript = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("show me an escape")
+    child.expect_exact("newline and\ttab stay.")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+    answer = transcript.getvalue().split("show me an escape")[-1]
+    assert "^[[2J" in answer
+    assert "^[]0;pwned^G" in answer
+    assert "<U+202E>" in answer
+    for raw in ("\x1b[2J", "\x1b]0;", "\x07", "\u202e", "\x08"):
+        assert raw not in answer
+
+
+def test_alt_enter_inserts_a_newline(dsh_env: dict[str, str]) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    time.sleep(0.3)
+    child.send("first")
+    child.send("\x1b\r")  # Alt-Enter
+    child.send("second\r")
+    child.expect_exact("You said: first\nsecond".replace("\n", "\r\n"))
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
