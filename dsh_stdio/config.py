@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "Config", "StartupError", "parse_config"]
 
-DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-v4-flash"
-API_KEY_VARIABLE = "DEEPSEEK_API_KEY"
 
 
 class StartupError(HarnessError):

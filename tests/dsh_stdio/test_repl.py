@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import signal
 import time
 from pathlib import Path
 
@@ -128,3 +129,29 @@ def test_alt_enter_inserts_a_newline(dsh_env: dict[str, str]) -> None:
     child.expect_exact("You said: first\nsecond".replace("\n", "\r\n"))
     child.expect_exact(PROMPT)
     assert leave(child) == 0
+
+
+def test_sigterm_during_a_turn_records_shutdown_and_exits_143(
+    dsh_env: dict[str, str], home: Path
+) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("slow please")
+    child.expect_exact("word3")
+    child.kill(signal.SIGTERM)
+    child.expect_exact("[turn aborted] shutdown")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 143
+    log = next(home.rglob("session.jsonl")).read_text()
+    assert '"reason":{"kind":"aborted","reason":"shutdown"}' in log.replace(" ", "")
+
+
+def test_sigterm_at_the_prompt_exits_143(dsh_env: dict[str, str]) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    time.sleep(0.3)
+    child.kill(signal.SIGTERM)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 143
