@@ -1,0 +1,325 @@
+"""Running the real ``dsh`` process against loopback servers, and checking what it leaves behind.
+
+Every run here is a real child process on real pipes with the canary key; nothing inside it is
+patched. :func:`run_dsh` returns a :class:`Run`; :func:`assert_sane` is the check every run
+gets: no traceback, no "internal error", the canary key in no output and no file, and the
+session log (when there is one) whole: gapless ``seq``, every turn closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from dsh_core.stub_server import StubServer
+from tests.conftest import CANARY_KEY
+
+DSH = [sys.executable, "-m", "dsh_stdio"]
+"""The real front door, as the ``dsh`` script runs it."""
+
+REPO = Path(__file__).resolve().parents[2]
+
+OVERSIZED_LINE = b"x" * (300 * 1024) + b"\n"
+"""Over the 256 KiB message limit: rejected at once, without a request (a cheap 'next line')."""
+OVERSIZED_OUTCOME = (
+    "[turn rejected] the message is 300.1 KiB, over the limit of 256 KiB per message: "
+    "shorten it, or send it in parts"
+)
+
+LOG_SHIM = "sitecustomize.py"
+"""Written into a directory on the child's PYTHONPATH by :func:`log_capture`."""
+
+
+def child_env(base_url: str, home: Path, **extra: str) -> dict[str, str]:
+    """The environment for a child dsh: the canary key, ``base_url``, a private home."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_")) and "PROXY" not in key.upper()
+    }
+    env.update(
+        DEEPSEEK_API_KEY=CANARY_KEY,
+        DEEPSEEK_BASE_URL=base_url,
+        DSH_HOME=str(home),
+        PYTHONDONTWRITEBYTECODE="1",
+        TERM="dumb",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Run:
+    """What one dsh process did: its status, its output (bytes and text) and its home."""
+
+    returncode: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    home: Path
+    seconds: float
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", "surrogateescape")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", "surrogateescape")
+
+    def log_path(self) -> Path:
+        return single_log(self.home)
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_events(self.log_path())
+
+    def turn_ends(self) -> list[dict[str, Any]]:
+        """The ``reason`` of every ``turn/end``, in order."""
+        return [e["data"]["reason"] for e in self.events() if e["type"] == "turn/end"]
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [e["data"] for e in self.events() if e["type"] == kind]
+
+
+def run_dsh(
+    env: Mapping[str, str],
+    *args: str,
+    stdin: bytes = b"",
+    timeout: float = 60,
+    cwd: Path | None = None,
+) -> Run:
+    """Run dsh to its end with ``stdin`` on a pipe; the home is ``env["DSH_HOME"]``."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [*DSH, *args],
+        input=stdin,
+        env=dict(env),
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )
+    return Run(
+        result.returncode,
+        result.stdout,
+        result.stderr,
+        Path(env["DSH_HOME"]),
+        time.monotonic() - started,
+    )
+
+
+class Live:
+    """A dsh process still running, fed and read a piece at a time (to signal it mid-turn)."""
+
+    def __init__(self, env: Mapping[str, str], *args: str) -> None:
+        self.home = Path(env["DSH_HOME"])
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [*DSH, *args],
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
+        self.seen = b""
+        """stdout read so far by :meth:`read_until`."""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+
+    def read_until(self, marker: bytes, stream: str = "stdout", timeout: float = 20) -> bytes:
+        """Read ``stream`` until ``marker`` has appeared; return everything read from it so far."""
+        pipe: IO[bytes] | None = self.proc.stdout if stream == "stdout" else self.proc.stderr
+        assert pipe is not None
+        deadline = time.monotonic() + timeout
+        data = self.seen if stream == "stdout" else b""
+        while marker not in data:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{marker!r} not seen on {stream} within {timeout} s: {data!r}"
+                )
+            piece = os.read(pipe.fileno(), 65536)
+            if not piece:
+                raise AssertionError(f"{stream} ended before {marker!r}: {data!r}")
+            data += piece
+        if stream == "stdout":
+            self.seen = data
+        return data
+
+    def status(self) -> dict[str, int]:
+        """``VmRSS``, ``VmHWM`` (kB) and the open descriptor count of the running process."""
+        return proc_status(self.pid)
+
+    def finish(
+        self, sig: int | None = None, *, close_stdin: bool = True, timeout: float = 20
+    ) -> Run:
+        """Signal (optionally), close stdin, and collect the rest of the output."""
+        if sig is not None:
+            self.proc.send_signal(sig)
+        assert self.proc.stdin is not None
+        if close_stdin and sig is None:
+            self.proc.stdin.close()
+        # wait() first: closing stdin right after a signal would race the signal with an EOF.
+        self.proc.wait(timeout=timeout)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        out, err = self.proc.stdout.read(), self.proc.stderr.read()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            pipe.close()
+        return Run(
+            self.proc.returncode,
+            self.seen + out,
+            err,
+            self.home,
+            time.monotonic() - self.started,
+        )
+
+    def kill(self) -> None:
+        """Make sure the process is gone and its pipes closed (after a failed test, too)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """Resident memory now and at its peak (kB), and open file descriptors, from /proc."""
+    fields: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0])
+    fields["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return fields
+
+
+def single_log(home: Path) -> Path:
+    (log,) = home.rglob("session.jsonl")
+    return log
+
+
+def read_events(log: Path) -> list[dict[str, Any]]:
+    """The events of a log (the header left out), each line parsed strictly."""
+    lines = log.read_bytes().split(b"\n")
+    assert lines[-1] == b"", f"{log} ends without a newline"
+    return [json.loads(line) for line in lines[1:-1]]
+
+
+def assert_log_whole(log: Path) -> None:
+    """Gapless seq, turns numbered from 1, each closed before the next opens, none left open."""
+    events = read_events(log)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    open_turn: int | None = None
+    last = 0
+    for event in events:
+        if event["type"] == "turn/start":
+            assert open_turn is None, f"turn {event['data']['turn']} opened inside {open_turn}"
+            open_turn = event["data"]["turn"]
+            assert open_turn == last + 1
+            last = open_turn
+        elif event["type"] == "turn/end":
+            assert event["data"]["turn"] == open_turn
+            open_turn = None
+    assert open_turn is None, f"turn {open_turn} left open"
+
+
+def assert_no_canary(home: Path, *texts: str | bytes) -> None:
+    """The API key is in no output and no file under ``home``."""
+    for text in texts:
+        data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+        assert CANARY_KEY.encode() not in data
+    if home.exists():
+        for path in home.rglob("*"):
+            if path.is_file():
+                assert CANARY_KEY.encode() not in path.read_bytes(), path
+
+
+def assert_sane(run: Run, *, log_whole: bool = True) -> None:
+    """What every run must give: no traceback, no internal error, no key anywhere."""
+    for text in (run.stdout, run.stderr):
+        assert "Traceback" not in text, text[-2000:]
+        assert "internal error" not in text, text[-2000:]
+    assert_no_canary(run.home, run.stdout_bytes, run.stderr_bytes)
+    if log_whole and run.home.exists():
+        for log in run.home.rglob("session.jsonl"):
+            assert_log_whole(log)
+
+
+def outcome_lines(stdout: str) -> list[str]:
+    """The outcome lines of a transcript (SPEC section 3)."""
+    return [line for line in stdout.splitlines() if re.match(r"\[turn [a-z]", line)]
+
+
+# Fixtures.
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    """A stub of its own for each test (a few ms): no queued behaviour or count leaks across."""
+    with StubServer() as server:
+        yield server
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def env(stub: StubServer, home: Path) -> dict[str, str]:
+    """The environment for a child dsh talking to the shared stub."""
+    return child_env(stub.url, home)
+
+
+@pytest.fixture
+def log_capture(tmp_path: Path) -> tuple[Path, Path]:
+    """A PYTHONPATH directory whose sitecustomize sends every log record to a file.
+
+    It adds a handler at DEBUG and changes nothing else: the records dsh and its libraries
+    emit become visible to the test. Returns (directory for PYTHONPATH, log file).
+    """
+    shim = tmp_path / "log-shim"
+    shim.mkdir()
+    records = tmp_path / "records.log"
+    (shim / LOG_SHIM).write_text(
+        "import logging, os\n"
+        "logging.basicConfig(filename=os.environ['DSH_TEST_LOG_FILE'], level=logging.DEBUG,\n"
+        "                    format='%(name)s %(levelname)s %(message)s')\n"
+    )
+    return shim, records
+
+
+__all__ = [
+    "DSH",
+    "OVERSIZED_LINE",
+    "OVERSIZED_OUTCOME",
+    "REPO",
+    "Live",
+    "Run",
+    "assert_log_whole",
+    "assert_no_canary",
+    "assert_sane",
+    "child_env",
+    "outcome_lines",
+    "proc_status",
+    "read_events",
+    "run_dsh",
+    "single_log",
+]

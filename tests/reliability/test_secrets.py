@@ -1,0 +1,226 @@
+"""Secrets: the API key appears nowhere, a base URL's password is redacted wherever it is shown,
+and what dsh writes is private (0600 files, 0700 directories) whatever the umask.
+
+Every run in this directory uses the canary key and :func:`assert_sane` checks its output and
+files; the tests here add the log records (captured by a ``sitecustomize`` that only adds a
+handler), the terminal mode and its history file, and keys that cannot be a header.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from dsh_core.stub_server import HttpError, StubServer
+from tests.conftest import CANARY_KEY
+from tests.reliability.conftest import DSH, Run, assert_no_canary, assert_sane, child_env, run_dsh
+from tests.reliability.faults import (
+    FaultServer,
+    bad_chunk_after_text,
+    hang,
+    read_request,
+    self_signed_context,
+)
+
+pytestmark = pytest.mark.slow
+
+PASSWORD = "url-password-7c2e"
+"""The password in a base URL with user info: shown nowhere."""
+
+
+def _with_log_capture(env: dict[str, str], shim: Path, records: Path) -> dict[str, str]:
+    return dict(env, PYTHONPATH=str(shim), DSH_TEST_LOG_FILE=str(records))
+
+
+def test_canary_key_is_in_no_output_file_or_log_record(
+    stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+) -> None:
+    shim, records = log_capture
+    env = _with_log_capture(child_env(stub.url, home), shim, records)
+    stub.enqueue(HttpError(429, "Rate limit reached for requests", retry_after=0))
+    lines = b"hello\nthink about it\nauth\ncut\nmalformed\nfilter\nquota\nlimit\n"
+    runs = [
+        run_dsh(env, stdin=lines),
+        run_dsh(env, "--continue", stdin=b"and again\n"),
+        run_dsh(env, "review", "this", stdin=b"diff --git a b\n"),
+        run_dsh(env, "--max-tokens", "lots", stdin=b"hello\n"),
+    ]
+    child, transcript = _spawn_repl(env)
+    child.expect_exact("> ")
+    child.sendline("hello from a terminal")
+    child.expect_exact("You said: hello from a terminal")
+    _leave(child)
+    outputs = [text for run in runs for text in (run.stdout_bytes, run.stderr_bytes)]
+    assert_no_canary(home, *outputs, transcript.getvalue())
+    for run in runs:
+        assert_sane(run)
+    logged = records.read_text()
+    assert "HTTP Request: POST" in logged  # the capture works: httpx's records are there
+    assert "turn 3 of session" in logged  # and dsh_core's warnings (the failed auth turn)
+    assert CANARY_KEY not in logged
+    # The key did reach the server, as a Bearer token, on every request.
+    assert {h["authorization"] for h in stub.headers} == {f"Bearer {CANARY_KEY}"}
+    assert (home / "history").read_text().count("hello from a terminal") == 1
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [" pasted twice", "\x7f", "\u00e9", "\nX-Injected: 1", "\tx"],
+    ids=["space", "DEL", "non-ASCII", "newline", "tab"],
+)
+def test_key_that_cannot_be_a_header_is_not_echoed(
+    suffix: str, stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+) -> None:
+    shim, records = log_capture
+    env = child_env(stub.url, home, DEEPSEEK_API_KEY=f"{CANARY_KEY}{suffix}")
+    run = run_dsh(_with_log_capture(env, shim, records), stdin=b"hello\n")
+    assert run.stdout == (
+        "[turn failed MISSING_CREDENTIAL] The DeepSeek API key contains spaces or characters "
+        "not allowed in an HTTP header: check DEEPSEEK_API_KEY\n"
+    )
+    assert run.returncode == 1
+    assert stub.requests == []
+    assert CANARY_KEY not in records.read_text()
+    assert_sane(run)
+
+
+# A base URL with user info.
+
+
+def _flaky(conn: socket.socket, server: FaultServer) -> None:
+    """The first connection closes without an answer (a retry); later ones break mid-body."""
+    if server.connections == 1:
+        read_request(conn)
+        return
+    bad_chunk_after_text(conn, server)
+
+
+def _no_password(run: Run) -> None:
+    assert PASSWORD not in run.stdout + run.stderr
+    for path in run.home.rglob("*"):
+        if path.is_file():
+            assert PASSWORD.encode() not in path.read_bytes(), path
+    assert_sane(run)
+
+
+def test_userinfo_is_redacted_in_outcomes_notices_and_the_log(home: Path) -> None:
+    with FaultServer(_flaky) as server:
+        base = f"http://user:{PASSWORD}@127.0.0.1:{server.port}"
+        shown = f"http://***@127.0.0.1:{server.port}"
+        run = run_dsh(child_env(base, home), stdin=b"hello\n")
+    (notice,) = [line for line in run.stderr.splitlines() if "retrying" in line]
+    assert notice.endswith(
+        f"DeepSeek API request to {shown} failed: Server disconnected without sending a response."
+    )
+    assert run.stdout.startswith(
+        f"Some text, then \n[turn failed TRANSPORT] DeepSeek API stream from {shown} failed: "
+    )
+    (retry,) = run.of_type("retry")
+    assert shown in retry["message"]
+    assert shown in run.turn_ends()[0]["message"]
+    _no_password(run)
+
+
+def test_userinfo_is_redacted_for_tls_and_one_shot(home: Path, tmp_path: Path) -> None:
+    context = self_signed_context(tmp_path)
+    if context is None:
+        pytest.skip("no openssl to make a certificate with")
+    with FaultServer(hang, tls=context) as server:
+        base = f"https://user:{PASSWORD}@127.0.0.1:{server.port}"
+        run = run_dsh(child_env(base, home), "is", "this", "private?")
+    assert run.stdout.startswith(
+        f"[turn failed TRANSPORT] DeepSeek API request to https://***@127.0.0.1:{server.port} "
+        "failed: [SSL: CERTIFICATE_VERIFY_FAILED]"
+    )
+    assert run.returncode == 1
+    _no_password(run)
+
+
+def test_userinfo_is_redacted_in_a_startup_failure(home: Path) -> None:
+    run = run_dsh(child_env(f"ftp://user:{PASSWORD}@example.invalid", home), stdin=b"hi\n")
+    assert run.stderr == (
+        "dsh: startup failed: DEEPSEEK_BASE_URL must be an http:// or https:// URL, "
+        "not 'example.invalid'\n"
+    )
+    assert (run.returncode, run.stdout) == (2, "")
+    _no_password(run)
+
+
+def test_userinfo_does_not_replace_the_key(
+    stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+) -> None:
+    """httpx would turn ``user:password@`` into Basic auth, replacing the Bearer key."""
+    shim, records = log_capture
+    base = stub.url.replace("http://", f"http://user:{PASSWORD}@")
+    run = run_dsh(_with_log_capture(child_env(base, home), shim, records), stdin=b"hello\n")
+    assert stub.headers[-1]["authorization"] == f"Bearer {CANARY_KEY}"
+    assert run.stdout == "You said: hello\n"
+    assert "HTTP Request: POST" in records.read_text()
+    assert PASSWORD not in records.read_text()  # httpx logs the URL it was given
+    _no_password(run)
+
+
+# Private files.
+
+
+def _spawn_repl(env: dict[str, str]) -> tuple[pexpect.spawn, io.StringIO]:
+    transcript = io.StringIO()
+    child = pexpect.spawn(
+        DSH[0],
+        DSH[1:],
+        env=dict(env, TERM="dumb", PROMPT_TOOLKIT_NO_CPR="1"),
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(24, 200),
+        preexec_fn=lambda: os.umask(0),
+    )
+    child.logfile_read = transcript
+    return child, transcript
+
+
+def _leave(child: pexpect.spawn) -> None:
+    child.expect_exact("> ")
+    time.sleep(0.3)  # the tty may still be in cooked mode and swallow Ctrl-D (FIELD-NOTES)
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_files_are_private_whatever_the_umask(stub: StubServer, home: Path) -> None:
+    env = child_env(stub.url, home)
+    result = subprocess.run(
+        [*DSH],
+        input=b"hello\n",
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.umask(0),
+    )
+    assert result.returncode == 0, result.stderr
+    child, _ = _spawn_repl(env)
+    child.expect_exact("> ")
+    child.sendline("hello")
+    child.expect_exact("You said: hello")
+    _leave(child)
+    modes = {
+        str(path.relative_to(home)): stat.S_IMODE(path.stat().st_mode)
+        for path in [home, *home.rglob("*")]
+    }
+    files = {name: mode for name, mode in modes.items() if not (home / name).is_dir()}
+    dirs = {name: mode for name, mode in modes.items() if (home / name).is_dir()}
+    assert set(files.values()) == {0o600}, modes
+    assert set(dirs.values()) == {0o700}, modes
+    assert "history" in files
+    assert sum(name.endswith("session.jsonl") for name in files) == 2
+    assert re.search(r"^sessions/[^/]+/[^/]+$", "\n".join(dirs), re.M)
