@@ -69,7 +69,7 @@ from .llm import (
     TextDelta,
     Usage,
 )
-from .sse import Comment, Item, SSEDecoder
+from .sse import Comment, Item, LineTooLong, SSEDecoder
 
 if TYPE_CHECKING:
     import httpx
@@ -290,6 +290,11 @@ class DeepSeekAdapter:
 
         request_id = response.headers.get("x-request-id")
         try:
+            if response.status_code == 407:
+                # Only a proxy says 407; on an http:// URL httpx hands it over as a response.
+                # Report it as the https:// path does: a transport failure, not the API's.
+                proxy = httpx.ProxyError(f"407 {_phrase(response)}".rstrip())
+                raise LlmError(f"{where} failed", TRANSPORT, status=407) from proxy
             if not 200 <= response.status_code < 300:
                 raise await self._status_error(response, request_id)
             content_type = response.headers.get("content-type", "")
@@ -458,7 +463,14 @@ class _Reader:
                 if isinstance(exc, httpx.HTTPError):
                     raise self._error(exc) from exc
                 raise
-            items = self._decoder.feed(chunk)
+            try:
+                items = self._decoder.feed(chunk)
+            except LineTooLong as exc:
+                raise LlmError(
+                    f"{self.where} sent a line that never ends",
+                    MALFORMED_RESPONSE,
+                    request_id=self._state.request_id,
+                ) from exc
         # Raised out here: a timer's chain is anyio's cancel-scope text, and the end of a
         # stream has none; the message says it all.
         if timed_out:
@@ -791,6 +803,8 @@ def _permanent(exc: BaseException) -> bool:
             link, httpx.UnsupportedProtocol | httpx.LocalProtocolError | httpx.InvalidURL
         ):
             return True  # our configuration or our request is wrong: the next try is the same
+        if isinstance(link, httpx.ProxyError) and str(link).startswith("407"):
+            return True  # the proxy wants credentials we do not have
         link = link.__cause__ if link.__cause__ is not None else link.__context__
     return False
 

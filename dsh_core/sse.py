@@ -23,7 +23,15 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
-__all__ = ["Comment", "Item", "SSEDecoder", "ServerSentEvent"]
+__all__ = ["MAX_LINE", "Comment", "Item", "LineTooLong", "SSEDecoder", "ServerSentEvent"]
+
+MAX_LINE = 16 * 1024 * 1024
+"""Characters one line may reach before the stream is refused: no real event is near this,
+and a server that never ends a line must not grow our memory without bound."""
+
+
+class LineTooLong(ValueError):
+    """The stream sent a line longer than ``MAX_LINE`` characters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +66,27 @@ time of a long stream. An event that named its type comes as a :class:`ServerSen
 class SSEDecoder:
     """Turn a byte stream into server-sent events and comments, chunk by chunk."""
 
-    __slots__ = ("_data", "_event", "_id", "_partial", "_started", "_text", "_trailing_cr", "retry")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_id",
+        "_max_line",
+        "_partial",
+        "_partial_size",
+        "_started",
+        "_text",
+        "_trailing_cr",
+        "retry",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_line: int = MAX_LINE) -> None:
         self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._started = False
         self._trailing_cr = False
-        self._partial = ""
-        """The unfinished last line."""
+        self._max_line = max_line
+        self._partial: list[str] = []
+        """The unfinished last line, in pieces: joined once when it ends, never per chunk."""
+        self._partial_size = 0
         self._data: list[str] = []
         """The data lines of the event being read."""
         self._event = ""
@@ -79,7 +100,10 @@ class SSEDecoder:
         return self._id
 
     def feed(self, chunk: bytes) -> list[Item]:
-        """Return the events and comments that ``chunk`` completes, in stream order."""
+        """Return the events and comments that ``chunk`` completes, in stream order.
+
+        Raises :class:`LineTooLong` when a line grows past ``max_line`` characters.
+        """
         text = self._text.decode(chunk)
         if not self._started and text:
             self._started = True
@@ -98,7 +122,11 @@ class SSEDecoder:
             self._trailing_cr = text[-1] == "\r"
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         if self._partial:
-            text = self._partial + text
+            if "\n" not in text:
+                self._keep_partial(text)
+                return []
+            text = "".join(self._partial) + text
+            self._partial, self._partial_size = [], 0
         # Every line ends in LF now, and text starts at the start of a line. Split it into
         # blocks at blank lines: most are one "data: ..." line, the one shape worth a fast path.
         items: list[Item] = []
@@ -117,16 +145,24 @@ class SSEDecoder:
                 self._feed_lines(block.split("\n"), items)
                 self._feed_lines(_BLANK, items)
         lines = tail.split("\n")
-        self._partial = lines.pop()
+        last = lines.pop()
         if lines:
             self._feed_lines(lines, items)
+        if last:
+            self._keep_partial(last)
         return items
+
+    def _keep_partial(self, piece: str) -> None:
+        self._partial.append(piece)
+        self._partial_size += len(piece)
+        if self._partial_size > self._max_line:
+            raise LineTooLong(f"a stream line passed {self._max_line:,} characters without ending")
 
     def flush(self) -> list[Item]:
         """End of stream. An event without its closing blank line is dropped, as WHATWG says."""
         items: list[Item] = []
-        text = self._partial + self._text.decode(b"", final=True)
-        self._partial = ""
+        text = "".join(self._partial) + self._text.decode(b"", final=True)
+        self._partial, self._partial_size = [], 0
         if text:
             # The last line is complete now; what it completes can only be a comment or a field.
             self._feed_lines(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), items)

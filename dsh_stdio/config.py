@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
@@ -99,11 +100,15 @@ def _max_tokens(text: str | None, source: str) -> int | None:
 
 def _base_url(text: str, source: str) -> str:
     url = text.strip().rstrip("/")
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or not rest:
-        # Show the URL without anything that might be a password in it.
-        shown = url.split("@")[-1] if "@" in url else url
+    parts = urlsplit(url)
+    # Show the URL without anything that might be a password in it.
+    shown = url.rpartition("@")[2] if "@" in url else url
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise StartupError(f"{source} must be an http:// or https:// URL, not {shown!r}")
+    try:
+        parts.port  # noqa: B018 - the property raises for a port that is not 0-65535
+    except ValueError as exc:
+        raise StartupError(f"{source} has an invalid port: {shown!r}") from exc
     return url
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_core.sse import Comment, Item, ServerSentEvent, SSEDecoder
+from dsh_core.sse import Comment, Item, LineTooLong, ServerSentEvent, SSEDecoder
 
 
 def decode(*chunks: bytes) -> list[Item]:
@@ -263,3 +263,23 @@ def test_matches_the_reference(lines: list[tuple[str, str]], tail: str, cuts: li
     points = sorted({min(cut, len(stream)) for cut in cuts})
     chunks = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)], strict=True)]
     assert decode(*chunks) == reference(stream)
+
+
+def test_a_line_split_over_many_chunks_is_joined_once() -> None:
+    decoder = SSEDecoder()
+    pieces = [b"data: ", *[b"x" * 1000] * 50]
+    items = [item for piece in pieces for item in decoder.feed(piece)]
+    items += decoder.feed(b"\n\n")
+    assert items == ["x" * 50_000]
+
+
+def test_a_line_past_the_cap_is_refused() -> None:
+    decoder = SSEDecoder(max_line=100)
+    assert decoder.feed(b"data: " + b"y" * 60) == []
+    with pytest.raises(LineTooLong, match="passed 100 characters"):
+        decoder.feed(b"y" * 60)
+
+
+def test_complete_lines_under_the_cap_pass() -> None:
+    decoder = SSEDecoder(max_line=100)
+    assert decoder.feed(b"data: " + b"y" * 90 + b"\n\n") == ["y" * 90]

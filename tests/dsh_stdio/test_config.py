@@ -85,3 +85,17 @@ def test_base_url_password_is_not_echoed() -> None:
     with pytest.raises(StartupError) as info:
         parse_config(["--base-url", "ftp://user:hunter2@host"], KEY)
     assert "hunter2" not in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://127.0.0.1:99999", "--base-url has an invalid port: 'http://127.0.0.1:99999'"),
+        ("http://host:abc", "--base-url has an invalid port"),
+        ("http://:80", "--base-url must be an http:// or https:// URL"),
+    ],
+)
+def test_base_url_must_name_a_host_and_a_valid_port(url: str, words: str) -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config(["--base-url", url], KEY)
+    assert words in info.value.message
