@@ -76,7 +76,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY_VARIABLE",
+    "CONNECT_TIMEOUT",
     "DEFAULT_BASE_URL",
+    "IDLE_TIMEOUT",
+    "READ_TIMEOUT",
     "RETRYABLE_CODES",
     "DeepSeekAdapter",
     "RetryPolicy",
@@ -87,6 +90,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
+CONNECT_TIMEOUT = 10.0
+"""Seconds to connect (TCP, TLS, proxy)."""
+READ_TIMEOUT = 60.0
+"""Seconds to wait for the response status and headers."""
+IDLE_TIMEOUT = 120.0
+"""Seconds of silence allowed once the request is sent; a keep-alive comment ends a silence."""
 API_KEY_VARIABLE = "DEEPSEEK_API_KEY"
 """Where the key comes from; named in the MISSING_CREDENTIAL message."""
 
@@ -159,9 +168,9 @@ class DeepSeekAdapter:
         *,
         base_url: str,
         api_key: str | None,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
-        idle_timeout: float = 120.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
         retry: RetryPolicy | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:

@@ -6,10 +6,15 @@ arguments -> one turn (one-shot). prompt_toolkit is imported only for the REPL.
 
 from __future__ import annotations
 
+import signal
+
+# Until main() runs, Ctrl-C ends the process as the signal itself (status 130 in a shell)
+# instead of raising KeyboardInterrupt in the middle of an import, with a traceback.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -65,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Like cat: a reader that went away ends us quietly. Every durable line is already
         # on disk, and the next load closes the open turn as interrupted.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # From here on Ctrl-C is ours: asyncio.run installs its handler over the default one,
+    # and the modes install theirs.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return asyncio.run(_run(config))
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from dsh_core.deepseek import DeepSeekAdapter
+from dsh_core.deepseek import CONNECT_TIMEOUT, IDLE_TIMEOUT, READ_TIMEOUT, DeepSeekAdapter
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.llm import (
     Event,
@@ -78,7 +78,7 @@ class Session:
         if report is not None:
             for notice in report.notices:
                 err.write(f"dsh: {notice}\n")
-        model = DeepSeekAdapter(base_url=config.base_url, api_key=config.api_key)
+        model = _adapter(config)
         conversation = Conversation(
             model, log, model_name=config.model, max_tokens=config.max_tokens
         )
@@ -127,6 +127,17 @@ class Session:
     async def close(self) -> None:
         self.conversation.log.close()
         await self.model.close()
+
+
+def _adapter(config: Config) -> DeepSeekAdapter:
+    wait = config.timeout  # one knob for every wait; connecting keeps its own cap
+    return DeepSeekAdapter(
+        base_url=config.base_url,
+        api_key=config.api_key,
+        connect_timeout=CONNECT_TIMEOUT if wait is None else min(CONNECT_TIMEOUT, wait),
+        read_timeout=READ_TIMEOUT if wait is None else wait,
+        idle_timeout=IDLE_TIMEOUT if wait is None else wait,
+    )
 
 
 class TurnView:

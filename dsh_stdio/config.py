@@ -7,6 +7,7 @@ from ``DEEPSEEK_API_KEY``: keys never go on a command line, where ``ps`` would s
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class Config:
     model: str
     home: Path
     max_tokens: int | None
+    timeout: float | None
+    """Seconds to wait for a response and between stream events; None: the adapter's own."""
     continue_session: bool
     resume: str | None
     show_reasoning: bool
@@ -66,6 +69,12 @@ def _build_parser() -> _Parser:
     parser.add_argument("--model", metavar="NAME", help="model name [DSH_MODEL]")
     parser.add_argument("--home", metavar="DIR", help="sessions and history [DSH_HOME, ~/.dsh]")
     parser.add_argument("--max-tokens", metavar="N", help="output token limit [DSH_MAX_TOKENS]")
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        help="wait this long for a response and between stream events "
+        "(default 60 s for the response, 120 s between events) [DSH_TIMEOUT]",
+    )
     resume = parser.add_mutually_exclusive_group()
     resume.add_argument(
         "--continue",
@@ -95,6 +104,18 @@ def _max_tokens(text: str | None, source: str) -> int | None:
     value = int(text) if text.strip().lstrip("+").isdigit() else 0
     if value <= 0:
         raise StartupError(f"{source} must be a positive integer, not {text!r}")
+    return value
+
+
+def _timeout(text: str | None, source: str) -> float | None:
+    if text is None or text.strip() == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise StartupError(f"{source} must be a positive number of seconds, not {text!r}")
     return value
 
 
@@ -129,6 +150,11 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     else:
         max_tokens = _max_tokens(env.get("DSH_MAX_TOKENS"), "DSH_MAX_TOKENS")
 
+    if args.timeout is not None:
+        timeout = _timeout(args.timeout, "--timeout")
+    else:
+        timeout = _timeout(env.get("DSH_TIMEOUT"), "DSH_TIMEOUT")
+
     model = args.model or env.get("DSH_MODEL") or DEFAULT_MODEL
     home = Path(args.home or env.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
 
@@ -146,6 +172,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         model=model,
         home=home,
         max_tokens=max_tokens,
+        timeout=timeout,
         continue_session=args.continue_session,
         resume=args.resume,
         show_reasoning=args.show_reasoning,

@@ -51,6 +51,9 @@ class LineReader:
         self._wanted = threading.Semaphore(0)
         self._loop = asyncio.get_running_loop()
         self._future: asyncio.Future[bytes | Overlong | None] | None = None
+        self._closed = False
+        self._closing = threading.Lock()
+        """Held while handing a line to the loop, so ``close`` cannot slip in between."""
         threading.Thread(target=self._run, name="dsh-stdin", daemon=True).start()
 
     async def next(self) -> bytes | Overlong | None:
@@ -58,14 +61,30 @@ class LineReader:
         self._wanted.release()
         return await self._future
 
+    def close(self) -> None:
+        """Stop handing lines to the loop; call it before the loop closes.
+
+        The thread may stay blocked in ``read``; it is a daemon and exits with the process.
+        Without this, a line arriving after the loop closed would write to the loop's closed
+        wake-up socket (SIGPIPE) or raise in the thread.
+        """
+        with self._closing:
+            self._closed = True
+        self._wanted.release()
+
     def _run(self) -> None:
         while True:
             self._wanted.acquire()
+            if self._closed:
+                return
             try:
                 item = self._read_line()
             except OSError:
                 item = None  # stdin went away: treat as end of input
-            self._loop.call_soon_threadsafe(self._deliver, item)
+            with self._closing:
+                if self._closed:
+                    return
+                self._loop.call_soon_threadsafe(self._deliver, item)
             if item is None:
                 return
 
@@ -143,6 +162,7 @@ async def run_pipe(session: Session, stdin: BinaryIO, out: TextIO, err: TextIO) 
         if stopper.status is None:
             raise
     finally:
+        reader.close()
         stopper.remove()
     return stopper.status if stopper.status is not None else status
 

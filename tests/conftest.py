@@ -15,6 +15,7 @@ _OUR_VARIABLES = (
     "DSH_MODEL",
     "DSH_HOME",
     "DSH_MAX_TOKENS",
+    "DSH_TIMEOUT",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",

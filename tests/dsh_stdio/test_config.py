@@ -99,3 +99,16 @@ def test_base_url_must_name_a_host_and_a_valid_port(url: str, words: str) -> Non
     with pytest.raises(StartupError) as info:
         parse_config(["--base-url", url], KEY)
     assert words in info.value.message
+
+
+def test_timeout_flag_and_environment() -> None:
+    assert parse_config([], KEY).timeout is None
+    assert parse_config([], {**KEY, "DSH_TIMEOUT": "2.5"}).timeout == 2.5
+    assert parse_config(["--timeout", "7"], {**KEY, "DSH_TIMEOUT": "2.5"}).timeout == 7.0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_bad_timeout(value: str) -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config(["--timeout", value], KEY)
+    assert info.value.message == f"--timeout must be a positive number of seconds, not {value!r}"

@@ -621,6 +621,51 @@ def test_stream_that_stalls_after_some_text(
     assert_sane(run)
 
 
+# With --timeout / DSH_TIMEOUT short, the same two faults end by themselves.
+
+
+def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
+    with FaultServer(hang) as server:
+        run = run_dsh(
+            child_env(server.url, home, DSH_TIMEOUT="0.5"),
+            stdin=b"hello?\n" + OVERSIZED_LINE,
+            timeout=90,
+        )
+        connections = server.connections
+    lines = run.stdout.splitlines()
+    assert lines == [
+        f"[turn failed TIMEOUT] DeepSeek API request to {server.url} timed out waiting for a "
+        "response after 0.5 s",
+        OVERSIZED_OUTCOME,
+    ], run.stdout
+    assert len(retry_notices(run.stderr)) == 4
+    assert connections == 5  # one try and four retries
+    assert run.returncode == 1
+    assert_turn_failed(run, lines[0], "TIMEOUT")
+    assert_sane(run)
+
+
+def test_stream_that_stalls_after_some_text_times_out_without_retry(
+    stub: StubServer, home: Path
+) -> None:
+    stub.enqueue(Stall(600, after_text="Some text, then silence"))
+    run = run_dsh(child_env(stub.url, home, DSH_TIMEOUT="0.5"), stdin=b"hello?\n" + OVERSIZED_LINE)
+    lines = run.stdout.splitlines()
+    assert lines == [
+        "Some text, then silence",
+        f"[turn failed TIMEOUT] DeepSeek API stream from {stub.url} timed out: nothing "
+        "received for 0.5 s",
+        OVERSIZED_OUTCOME,
+    ], run.stdout
+    assert retry_notices(run.stderr) == []  # text was shown: never retried
+    assert run.of_type("assistant/message") == [
+        {"turn": 1, "text": "Some text, then silence", "interrupted": True}
+    ]
+    assert run.returncode == 1
+    assert_turn_failed(run, lines[1], "TIMEOUT")
+    assert_sane(run)
+
+
 def test_429_with_retry_after_beyond_the_cap(stub: StubServer, home: Path) -> None:
     """Retry-After: 3600 is honoured only up to the 30 s cap; the wait ends on SIGINT."""
     stub.enqueue(HttpError(429, "Rate limit reached for requests", retry_after=3600))
