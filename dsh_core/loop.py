@@ -150,6 +150,10 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(ascii_chars * 0.3 + (len(text) - ascii_chars) * 0.6)
 
 
+def _message_tokens(message: Message) -> int:
+    return estimate_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+
+
 def _size_text(size: int) -> str:
     """``1.2 KiB``: rounded up, so a message just over a limit never reads as equal to it."""
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -238,6 +242,11 @@ class Conversation:
         self._streaming = False
         self._cancel_reason: str | None = None
         self._cancel_sent = False
+        self._history: list[Message] = []
+        self._history_read = 0
+        """Log events already folded into ``_history``."""
+        self._history_tokens = 0
+        """``_message_tokens`` summed over ``_history``."""
 
     @property
     def history(self) -> list[Message]:
@@ -248,8 +257,14 @@ class Conversation:
         turn leaves two user messages in a row; they are sent as one, joined by a blank line,
         because some DeepSeek models refuse successive messages of the same role.
         """
-        messages: list[Message] = []
-        for event in self.log.events:
+        return list(self._derive_history())
+
+    def _derive_history(self) -> list[Message]:
+        # Incremental: only events appended since the last call are read, so a turn costs
+        # the same at turn 1,000 as at turn 10 (the log is append-only).
+        events = self.log.events
+        messages = self._history
+        for event in events[self._history_read :]:
             text = event.data.get("text")
             if not isinstance(text, str):
                 continue
@@ -260,9 +275,12 @@ class Conversation:
             else:
                 continue
             if messages and messages[-1].role == role:
+                self._history_tokens -= _message_tokens(messages[-1])
                 messages[-1] = Message(role, f"{messages[-1].content}\n\n{text}")
             else:
                 messages.append(Message(role, text))
+            self._history_tokens += _message_tokens(messages[-1])
+        self._history_read = len(events)
         return messages
 
     @property
@@ -284,8 +302,8 @@ class Conversation:
 
     def check_context_window(self, text: str) -> str | None:
         """Built-in hook: refuse a turn whose estimated request exceeds ``context_window``."""
-        messages = [*self.history, Message("user", text)]
-        needed = sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        self._derive_history()
+        needed = self._history_tokens + _message_tokens(Message("user", text))
         needed += self.max_tokens or 0  # the answer has to fit in the window too
         if needed <= self.context_window:
             return None
