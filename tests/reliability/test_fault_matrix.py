@@ -596,7 +596,6 @@ def test_server_that_never_answers(sig: int, status: int, reason: str, home: Pat
     assert run.returncode == status
     assert run.turn_ends() == [{"kind": "aborted", "reason": reason}]
     assert run.of_type("assistant/message") == []
-    assert run.seconds < 10
     assert_sane(run)
 
 

@@ -1,8 +1,8 @@
 """The load run of ``bench/load.py``, short: one pipe session of 100 turns against the stub.
 
 The bench runs 1,000 turns and reports; this asserts what must hold at any length: one
-connection for the whole session, no descriptor leaked, memory that grows with the
-conversation and no faster, and no per-turn slowdown out of proportion to the history.
+connection for the whole session, no descriptor leaked, and memory that grows with the
+conversation and no faster. Time per turn is the bench's to report, not a test's to assert.
 """
 
 from __future__ import annotations
@@ -36,5 +36,4 @@ def test_hundred_turns_one_connection_flat_resources() -> None:
     growth_kb = figures["rss_kb_at_end"] - figures["rss_kb_at_10"]
     # The conversation is ~70 KB on disk; allow interpreter noise, not a leak per turn.
     assert growth_kb < 4096, figures
-    # Every request carries the whole history, so late turns may cost more; not many times more.
-    assert figures["ms_per_turn_last_window"] < 3 * figures["ms_per_turn_first_window"] + 10
+    # Time per turn is reported by bench/load.py; a test never asserts wall-clock time.
