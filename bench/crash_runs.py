@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from dsh_core.stub_server import StubServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 
-DSH = [sys.executable, "-m", "dsh_stdio"]
-KEY = "sk-dsh-canary-0123456789abcdef"
-"""The test suite's canary key: no file or output may contain it."""
+from dsh_core.stub_server import StubServer
+from tests.support import CANARY_KEY, DSH, TurnRecord, child_env, scan_log
+
 INTERRUPTED_LINE = b"[turn interrupted by a previous process exit]\n"
 ROTATE_EVERY = 10
 """Rounds per session before a fresh one starts (the history must stay inside the window)."""
@@ -106,76 +106,21 @@ class Pump:
             return bytes(self.data).decode("utf-8", "replace")
 
 
-# An independent reader of session logs: the checks do not trust the code they check.
+def spawn(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start dsh with its stdin, stdout and stderr on unbuffered pipes."""
+    return subprocess.Popen(
+        args,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
 
 
-@dataclass
-class TurnRecord:
-    user: str | None = None
-    answer: str | None = None
-    interrupted: bool = False
-    end: dict[str, Any] | None = None
-
-
-@dataclass
-class LogScan:
-    turns: dict[int, TurnRecord] = field(default_factory=dict)
-    open_turn: int | None = None
-    torn: bool = False
-    problems: list[str] = field(default_factory=list)
-
-
-def scan_log(path: Path) -> LogScan:
-    """Read a log strictly, allowing only what a kill may leave: a torn last line, an open turn."""
-    scan = LogScan()
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    last = lines.pop()  # b"" when the file ends with a newline
-    if last:
-        scan.torn = True
-    if not lines:
-        if scan.torn or not data:
-            return scan  # killed while the session was being created: never acknowledged
-        scan.problems.append(f"{path}: no header")
-        return scan
-    try:
-        header = json.loads(lines[0])
-        assert header["type"] == "session" and header["version"] == 1
-    except (ValueError, KeyError, AssertionError):
-        scan.problems.append(f"{path}:1: bad header")
-        return scan
-    previous = 0
-    for number, raw in enumerate(lines[1:], start=2):
-        where = f"{path}:{number}"
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            scan.problems.append(f"{where}: not JSON")
-            return scan
-        if event.get("seq") != number - 2:
-            scan.problems.append(f"{where}: seq {event.get('seq')} where {number - 2} was due")
-        kind, data = event.get("type"), event.get("data", {})
-        if kind == "turn/start":
-            if scan.open_turn is not None:
-                scan.problems.append(f"{where}: turn opened inside turn {scan.open_turn}")
-            if data.get("turn") != previous + 1:
-                scan.problems.append(f"{where}: turn {data.get('turn')} after {previous}")
-            previous = scan.open_turn = data.get("turn")
-            scan.turns[previous] = TurnRecord()
-            continue
-        if scan.open_turn is None or data.get("turn") != scan.open_turn:
-            scan.problems.append(f"{where}: {kind} outside its turn")
-            continue
-        record = scan.turns[scan.open_turn]
-        if kind == "user/message":
-            record.user = data.get("text")
-        elif kind == "assistant/message":
-            record.answer = data.get("text")
-            record.interrupted = bool(data.get("interrupted"))
-        elif kind == "turn/end":
-            record.end = data.get("reason")
-            scan.open_turn = None
-    return scan
+# Logs are read by tests.support.scan_log, not dsh_core.session: the checks do not trust the
+# code they check.
 
 
 def session_logs(home: Path) -> list[Path]:
@@ -219,15 +164,7 @@ def kill_round(
     env: dict[str, str], cwd: Path, rng: random.Random, round_no: int, fresh: bool, delay: float
 ) -> tuple[list[tuple[str, str]], str, bool]:
     """One process life: (completed (line, answer) pairs, its stderr, killed before any answer)."""
-    proc = subprocess.Popen(
-        DSH if fresh else [*DSH, "--continue"],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        bufsize=0,
-    )
+    proc = spawn(DSH if fresh else [*DSH, "--continue"], cwd, env)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     out, err = Pump(proc.stdout), Pump(proc.stderr)
     deadline = time.monotonic() + delay
@@ -291,8 +228,8 @@ def _check_logs(home: Path, stats: KillStats, when: str, *, final: bool = False)
     for path in session_logs(home):
         scan = scan_log(path)
         stats.problems.extend(f"{when}: {problem}" for problem in scan.problems)
-        if final and (scan.torn or scan.open_turn is not None):
-            stats.problems.append(f"{when}: {path} still has a torn line or an open turn")
+        if final:
+            stats.problems.extend(f"{when}: {problem}" for problem in scan.unfinished())
         earlier = stats.closed.setdefault(path, {})
         for turn, record in scan.turns.items():
             if record.user is not None:
@@ -328,7 +265,7 @@ def finish_kills(home: Path, cwd: Path, env: dict[str, str], stats: KillStats) -
     stats.sessions = len(session_logs(home))
     stats.turns = sum(len(scan_log(path).turns) for path in session_logs(home))
     for path in home.rglob("*"):
-        if path.is_file() and KEY.encode() in path.read_bytes():
+        if path.is_file() and CANARY_KEY.encode() in path.read_bytes():
             stats.problems.append(f"the API key is in {path}")
 
 
@@ -352,15 +289,7 @@ def signal_run(
     streaming = rng.random() < 0.6
     token = secrets.token_hex(4)
     text = f"slow please {token}" if streaming else f"busy now {token}"
-    proc = subprocess.Popen(
-        DSH,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        bufsize=0,
-    )
+    proc = spawn(DSH, cwd, env)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     out, err = Pump(proc.stdout), Pump(proc.stderr)
     requests = len(stub.requests)
@@ -424,14 +353,7 @@ def early_run(
     """One early signal; returns a description when the outcome is an anomaly."""
     sig = rng.choice([signal.SIGTERM, signal.SIGINT])
     delay = rng.uniform(0.0, 0.3)
-    proc = subprocess.Popen(
-        DSH,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = spawn(DSH, cwd, env)
     time.sleep(delay)
     proc.send_signal(sig)
     try:
@@ -474,18 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         cwd = root / "project"
         cwd.mkdir()
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("DSH_", "DEEPSEEK_")) and "PROXY" not in key.upper()
-        }
-        env.update(
-            DEEPSEEK_API_KEY=KEY,
-            DEEPSEEK_BASE_URL=stub.url,
-            DSH_HOME=str(root / "home"),
-            PYTHONDONTWRITEBYTECODE="1",
-        )
         home = root / "home"
+        env = child_env(stub.url, home)
         kills = run_kills(args.kills, home, cwd, env, rng, args.max_delay)
         finish_kills(home, cwd, env, kills)
         kill_seconds = time.monotonic() - started

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,22 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+
 from dsh_core.stub_server import StubServer
-
-DSH = [sys.executable, "-m", "dsh_stdio"]
-KEY = "sk-dsh-canary-0123456789abcdef"
-
-
-def proc_status(pid: int) -> dict[str, int]:
-    """``VmRSS`` and ``VmHWM`` in kB and the number of open descriptors, from /proc."""
-    fields: dict[str, int] = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0])
-    fields["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
-    return fields
+from tests.support import DSH, child_env, proc_status
 
 
 def line_for(turn: int) -> str:
@@ -53,17 +40,7 @@ def line_for(turn: int) -> str:
 def run(turns: int, window: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dsh-load-") as tmp, StubServer() as stub:
         home = Path(tmp) / "home"
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("DSH_", "DEEPSEEK_")) and "PROXY" not in key.upper()
-        }
-        env.update(
-            DEEPSEEK_API_KEY=KEY,
-            DEEPSEEK_BASE_URL=stub.url,
-            DSH_HOME=str(home),
-            PYTHONDONTWRITEBYTECODE="1",
-        )
+        env = child_env(stub.url, home)
         with open(Path(tmp) / "stderr", "wb") as stderr:
             proc = subprocess.Popen(
                 DSH, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr

@@ -32,7 +32,7 @@ def error_chain(value: object) -> str:
     """Render ``value`` and its cause chain as ``outer: inner: ...``; never raises."""
     try:
         return _render(value, frozenset(), 0)
-    except Exception:  # a hostile value we did not foresee must not break error reporting
+    except BaseException:  # a hostile value we did not foresee must not break error reporting
         return UNRENDERABLE
 
 
@@ -52,7 +52,7 @@ def _render(value: object, ancestors: frozenset[int], depth: int) -> str:
         seen.add(id(current))
         try:
             text = _link_text(current, frozenset(seen), depth)
-        except Exception:  # e.g. a group whose .message property raises
+        except BaseException:  # e.g. a group whose .message property raises
             text = UNRENDERABLE
         if text != previous:
             parts.append(text)
@@ -98,7 +98,7 @@ def _count_rest(value: object, seen: set[int]) -> int:
 def _safe_str(value: object) -> str:
     try:
         text = str(value)
-    except Exception:
+    except BaseException:  # even SystemExit from a __str__: rendering must never raise
         return UNRENDERABLE
     # A str subclass could override __eq__ or __str__; keep a plain str.
     return text if type(text) is str else UNRENDERABLE

@@ -111,7 +111,9 @@ _SNIPPET = 120
 _SERVER_TEXT_LIMIT = 500
 """Characters of a server-provided error message kept."""
 
-_QUOTA_WORDS = re.compile(r"\b(?:balance|quota)", re.IGNORECASE)
+# Whole words only ("load balancer", "quotation" are not about money); "_" may join them, as
+# in "insufficient_quota".
+_QUOTA_WORDS = re.compile(r"(?<![a-z])(?:balance|quota)s?(?![a-z])", re.IGNORECASE)
 _CONTEXT_WORDS = re.compile(
     r"context[ _-]?(?:length|window)|maximum context|too many tokens|prompt is too long",
     re.IGNORECASE,
@@ -370,7 +372,11 @@ class DeepSeekAdapter:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _headers(self) -> dict[str, str]:
+    def check_key(self) -> str:
+        """The key, or ``LlmError(MISSING_CREDENTIAL)`` if it is absent or unusable; no I/O.
+
+        Front doors call it at startup, so a bad key is a startup failure, not a turn's.
+        """
         if self._api_key is None:
             raise LlmError(
                 f"No DeepSeek API key: set {API_KEY_VARIABLE} to your API key", MISSING_CREDENTIAL
@@ -383,6 +389,10 @@ class DeepSeekAdapter:
                 f"header: check {API_KEY_VARIABLE}",
                 MISSING_CREDENTIAL,
             )
+        return key
+
+    def _headers(self) -> dict[str, str]:
+        key = self.check_key()
         from . import __version__
 
         return {
@@ -595,6 +605,8 @@ class _StreamState:
                 if data == "[DONE]":
                     self.done = True
                     break
+                if not data.strip():
+                    continue  # an empty event (a proxy's heartbeat) carries no chunk
                 try:
                     chunk = json.loads(data)
                 except ValueError as exc:

@@ -38,13 +38,14 @@ cancellation pending is recorded as ``aborted`` too, never as ``error``, and ret
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ABORTED, FailureRecord, LlmError, UsageError
+from .errors import ABORTED, SESSION_LOG, FailureRecord, LlmError, SessionLogError, UsageError
 from .llm import (
     ChatModel,
     ChatRequest,
@@ -242,6 +243,8 @@ class Conversation:
         self._streaming = False
         self._cancel_reason: str | None = None
         self._cancel_sent = False
+        self._log_failure: FailureRecord | None = None
+        """Why the log last refused a write, while the turn it left open is still open."""
         self._history: list[Message] = []
         self._history_read = 0
         """Log events already folded into ``_history``."""
@@ -326,9 +329,11 @@ class Conversation:
         """
         if self._task is not None:
             raise UsageError("a turn is already running in this conversation")
-        turn = self._next_turn()
-        self.log.append("turn/start", {"turn": turn, "model": self.model_name})
-        return self._record(TurnEnd(turn, "rejected", reason=self._too_large(size)), None)
+        with self._noting_log_failure():
+            self._close_open_turn()
+            turn = self._next_turn()
+            self.log.append("turn/start", {"turn": turn, "model": self.model_name})
+            return self._record(TurnEnd(turn, "rejected", reason=self._too_large(size)), None)
 
     def cancel(self, reason: str) -> None:
         """End the running turn as ``aborted`` with ``reason``; a no-op when idle.
@@ -366,9 +371,38 @@ class Conversation:
             raise UsageError("run_turn must be awaited inside an asyncio task")
         self._task, self._cancel_reason, self._cancel_sent = task, None, False
         try:
-            return await self._run(task, text, on_event)
+            with self._noting_log_failure():
+                self._close_open_turn()
+                return await self._run(task, text, on_event)
         finally:
             self._task, self._streaming = None, False
+
+    @contextlib.contextmanager
+    def _noting_log_failure(self) -> Iterator[None]:
+        """Remember why the log refused a write, to end the turn it left open with it."""
+        try:
+            yield
+        except SessionLogError as exc:
+            self._log_failure = FailureRecord.from_exception(exc)
+            raise
+
+    def _close_open_turn(self) -> None:
+        """End a turn that a failed log write left open, before starting the next.
+
+        Only an earlier ``SessionLogError`` leaves one (a loaded log's open turn was closed as
+        ``interrupted`` by the load). If the log still cannot be written, this raises again
+        and the new turn does not start, so turns never nest in the log.
+        """
+        for event in reversed(self.log.events):
+            if event.type == "turn/end":
+                return
+            if event.type == "turn/start" and isinstance(turn := event.data.get("turn"), int):
+                failure = self._log_failure or FailureRecord(
+                    SESSION_LOG, "the end of this turn could not be written"
+                )
+                self.log.append("turn/end", TurnEnd(turn, "error", failure).to_json(), durable=True)
+                self._log_failure = None
+                return
 
     async def _run(self, task: asyncio.Task[Any], text: str, on_event: Observer | None) -> TurnEnd:
         turn = self._next_turn()
@@ -388,7 +422,9 @@ class Conversation:
             return self._record(TurnEnd(turn, "aborted", reason=self._cancel_reason), None)
 
         request = ChatRequest(
-            model=self.model_name, messages=tuple(self.history), max_tokens=self.max_tokens
+            model=self.model_name,
+            messages=tuple(self._derive_history()),
+            max_tokens=self.max_tokens,
         )
         answer = _Answer()
         self._streaming = True

@@ -26,6 +26,8 @@ import email.utils
 import hashlib
 import json
 import re
+import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -33,6 +35,8 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any
+
+from .chain import error_chain
 
 __all__ = [
     "ESCAPE_TEXT",
@@ -53,6 +57,7 @@ __all__ = [
     "Stall",
     "StubServer",
     "WrongContentType",
+    "closed_port",
 ]
 
 
@@ -532,6 +537,16 @@ class StubServer:
         return chunks
 
 
+def closed_port() -> int:
+    """A loopback port that nothing listens on, for showing and testing transport failures.
+
+    Bound on 127.0.0.1 to get a free port, then released: a connection to it is refused.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class _Responder:
     """Writes one response for one behaviour."""
 
@@ -829,7 +844,11 @@ def main(argv: list[str] | None = None) -> int:
     server = StubServer(
         port=args.port, long_deltas=args.long_deltas, long_chunk_events=args.long_chunk_events
     )
-    server.start()
+    try:
+        server.start()
+    except OSError as exc:  # a busy port, say: one line, not a traceback
+        print(f"stub server: cannot listen: {error_chain(exc)}", file=sys.stderr)  # noqa: T201
+        return 1
     print(f"stub server listening on {server.url}", flush=True)  # noqa: T201
     print("trigger words (in the last user message):", flush=True)  # noqa: T201
     for word, description in TRIGGERS.items():

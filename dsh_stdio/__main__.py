@@ -21,25 +21,46 @@ from typing import NoReturn
 
 from dsh_core.chain import error_chain
 from dsh_core.errors import HarnessError
+from dsh_core.loop import DEFAULT_INPUT_LIMIT
 
 from .config import Config, StartupError, parse_config
+from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
+from .render import neutralise
 
-__all__ = ["main", "run"]
+__all__ = ["leave", "main", "run"]
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
 
 
+STDIN = 0
+
+
 def _startup_failed(exc: BaseException) -> int:
-    sys.stderr.write(f"dsh: startup failed: {error_chain(exc)}\n")
+    if sys.stderr is not None:
+        sys.stderr.write(f"dsh: startup failed: {neutralise(error_chain(exc))}\n")
     return EXIT_USAGE
 
 
-async def _run(config: Config) -> int:
-    # Imported here so that a bad flag or a missing key answers before httpx is loaded.
-    from .app import Session, stdio_is_terminal
+def _fill_closed_descriptors() -> None:
+    """Give a closed stdin or stderr /dev/null, as daemons do.
 
-    terminal = config.question is None and stdio_is_terminal()
+    Otherwise the next file dsh opens (the session log) would become descriptor 0 or 2, and
+    input would be read from it, or errors written into it.
+    """
+    for fd, stream in ((0, sys.stdin), (2, sys.stderr)):
+        if stream is None:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+
+
+async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> int:
+    from .app import Session
+
     out, err = sys.stdout, sys.stderr
     try:
         session = Session.open(config, out=out, err=err)
@@ -50,31 +71,35 @@ async def _run(config: Config) -> int:
             from .repl import run_repl
 
             return await run_repl(session, out, err)
-        from .pipe import read_piped_stdin, run_one_shot, run_pipe
-
         if config.question is not None:
-            piped = read_piped_stdin(sys.stdin.buffer)
             return await run_one_shot(session, config.question, piped, out, err)
-        return await run_pipe(session, sys.stdin.buffer, out, err)
+        return await run_pipe(session, STDIN, out, err)
     finally:
         await session.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run dsh; the process exits with the returned status."""
+    _fill_closed_descriptors()
     try:
         config = parse_config(sys.argv[1:] if argv is None else argv)
     except StartupError as exc:
         return _startup_failed(exc)
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if sys.stdout is None:
+        return _startup_failed(StartupError("standard output is closed: answers would be lost"))
+    terminal = os.isatty(STDIN) and sys.stdout.isatty()
+    if not terminal:
         # Like cat: a reader that went away ends us quietly. Every durable line is already
         # on disk, and the next load closes the open turn as interrupted.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    # From here on Ctrl-C is ours: asyncio.run installs its handler over the default one,
-    # and the modes install theirs.
+    # From here on Ctrl-C is ours: KeyboardInterrupt until asyncio.run installs its handler,
+    # then the modes install theirs.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return asyncio.run(_run(config))
+        piped = None
+        if config.question is not None:
+            piped = read_piped_stdin(STDIN, DEFAULT_INPUT_LIMIT)
+        return asyncio.run(_run(config, terminal and config.question is None, piped))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug of ours: one clear line, never a traceback
@@ -82,16 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-def run() -> NoReturn:
-    """The ``dsh`` entry point: flush, then leave without interpreter teardown.
+def run(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``dsh`` entry point: run, then :func:`leave` with the status."""
+    leave(main(argv))
+
+
+def leave(status: int) -> NoReturn:
+    """Flush stdout and stderr, then exit without interpreter teardown.
 
     Teardown costs about 40 ms and does nothing for us: the session log is closed and every
-    durable line fsynced before ``main`` returns.
+    durable line fsynced before ``main`` returns. It could also hang on the stdin thread.
     """
-    status = main()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe has nothing to flush to
-            stream.flush()
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe has nowhere to go
+                stream.flush()
     os._exit(status)
 
 

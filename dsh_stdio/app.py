@@ -7,13 +7,16 @@ decoration a turn gets; this module keeps the rest in one place.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import sys
+import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import ClassVar, TextIO
 
+from dsh_core.chain import error_chain
 from dsh_core.deepseek import CONNECT_TIMEOUT, IDLE_TIMEOUT, READ_TIMEOUT, DeepSeekAdapter
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.llm import (
@@ -31,13 +34,20 @@ from dsh_core.session import SessionLog, SessionStore
 from .config import Config
 from .render import INTERRUPTED_LINE, neutralise, outcome_line, retry_notice, usage_line
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_SIGINT", "EXIT_SIGTERM", "EXIT_USAGE", "Session"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "Session",
+    "Stopper",
+    "TurnView",
+    "turn_status",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 """A turn of this run ended ``error`` or ``rejected``."""
-EXIT_USAGE = 2
-"""A usage error or a startup failure."""
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
@@ -58,10 +68,14 @@ class Session:
     err: TextIO
     log_failed: bool = False
     """A turn could not be written to the session log."""
+    output_failed: bool = False
+    """Standard output refused a write (a full disk, a closed descriptor)."""
 
     @classmethod
     def open(cls, config: Config, *, out: TextIO, err: TextIO) -> Session:
         """Create or resume the session the flags ask for; say what loading repaired."""
+        model = _adapter(config)
+        model.check_key()  # a key that cannot be sent fails here, before a session exists
         store = SessionStore(config.home)
         cwd = Path.cwd()
         if config.resume is not None:
@@ -78,14 +92,13 @@ class Session:
         if report is not None:
             for notice in report.notices:
                 err.write(f"dsh: {notice}\n")
-        model = _adapter(config)
+        if report is not None and report.interrupted_turn is not None:
+            # This load found the last turn left open by a process that died, and closed it.
+            out.write(INTERRUPTED_LINE + "\n")
+            out.flush()
         conversation = Conversation(
             model, log, model_name=config.model, max_tokens=config.max_tokens
         )
-        last = conversation.last_turn_end()
-        if last is not None and last.kind == "interrupted":
-            out.write(INTERRUPTED_LINE + "\n")
-            out.flush()
         return cls(config, store, model, conversation, err)
 
     def new(self) -> SessionLog:
@@ -98,18 +111,38 @@ class Session:
         old.log.close()
         return log
 
+    def view(self, out: TextIO, err: TextIO, *, terminal: bool) -> TurnView:
+        """A TurnView for the next turn, wired so that a stdout that fails cancels the turn."""
+
+        def output_failed(exc: OSError) -> None:
+            self.conversation.cancel(f"standard output failed: {error_chain(exc)}")
+
+        return TurnView(
+            out,
+            err,
+            terminal=terminal,
+            show_reasoning=terminal or self.config.show_reasoning,
+            colour=terminal and colour_wanted(out),
+            on_output_error=output_failed,
+        )
+
+    @property
+    def broken(self) -> bool:
+        """The session cannot usefully go on: its log or stdout refused a write."""
+        return self.log_failed or self.output_failed
+
     async def run_turn(self, text: str, view: TurnView) -> TurnEnd:
         """Run one turn and show it; a log that cannot be written fails the turn, not dsh.
 
-        The failure is shown as ``[turn failed SESSION_LOG] ...`` (it cannot be stored) and
-        ``log_failed`` is set, so a pipe stops instead of running turns nobody can resume.
+        The failure is shown as ``[turn failed SESSION_LOG] ...`` and ``log_failed`` is set: a
+        pipe stops there, since nothing more can be stored; the REPL goes on, and the loop
+        ends the turn the failure left open before it starts the next.
         """
         try:
             end = await self.conversation.run_turn(text, on_event=view.on_event)
         except SessionLogError as exc:
             end = self._unrecorded(exc)
-        view.finish(end)
-        return end
+        return self._shown(end, view)
 
     def reject_oversized(self, size: int, view: TurnView) -> TurnEnd:
         """Record and show a turn whose input line was too long to read whole."""
@@ -117,16 +150,68 @@ class Session:
             end = self.conversation.reject_oversized(size)
         except SessionLogError as exc:
             end = self._unrecorded(exc)
-        view.finish(end)
-        return end
+        return self._shown(end, view)
 
     def _unrecorded(self, exc: SessionLogError) -> TurnEnd:
         self.log_failed = True
         return TurnEnd(-1, "error", FailureRecord.from_exception(exc))  # -1: not in the log
 
+    def _shown(self, end: TurnEnd, view: TurnView) -> TurnEnd:
+        view.finish(end)
+        if view.output_error is not None:
+            # stdout is what failed, so the one place left to say it is stderr.
+            self.output_failed = True
+            with contextlib.suppress(OSError, ValueError):
+                self.err.write(
+                    f"dsh: cannot write to standard output: {error_chain(view.output_error)}\n"
+                )
+                self.err.flush()
+        return end
+
     async def close(self) -> None:
         self.conversation.log.close()
         await self.model.close()
+
+
+class Stopper:
+    """SIGINT and/or SIGTERM: end the running turn as aborted, then the program.
+
+    While a turn runs, the signal cancels it (``user`` or ``shutdown``) and the mode returns
+    ``status`` after the turn is recorded; while idle (reading input, at a prompt), it cancels
+    the main task at once.
+    """
+
+    REASONS: ClassVar[dict[signal.Signals, tuple[str, int]]] = {
+        signal.SIGINT: ("user", EXIT_SIGINT),
+        signal.SIGTERM: ("shutdown", EXIT_SIGTERM),
+    }
+    """The abort reason a signal records, and the exit status it leaves with."""
+
+    def __init__(self, session: Session, *signals: signal.Signals) -> None:
+        main = asyncio.current_task()
+        assert main is not None, "Stopper must be created inside the main task"
+        self.status: int | None = None
+        self._session = session
+        self._main = main
+        self._signals = signals
+        loop = asyncio.get_running_loop()
+        for sig in signals:
+            reason, status = self.REASONS[sig]
+            loop.add_signal_handler(sig, self._stop, status, reason)
+
+    def _stop(self, status: int, reason: str) -> None:
+        if self.status is None:
+            self.status = status
+        conversation = self._session.conversation
+        if conversation.running:
+            conversation.cancel(reason)
+        else:
+            self._main.cancel()
+
+    def remove(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
 
 
 def _adapter(config: Config) -> DeepSeekAdapter:
@@ -141,12 +226,16 @@ def _adapter(config: Config) -> DeepSeekAdapter:
 
 
 class TurnView:
-    """Shows one turn's live events; on a pipe, writes are batched once per loop iteration.
+    """Shows one turn's live events, batching writes once per event-loop iteration.
 
     ``terminal`` decides the decoration: neutralised model text, reasoning shown dim, a
     waiting indicator and notices on stdout; on a pipe, text passes through as data and notices
-    go to stderr.
+    go to stderr. Everything bound for stdout goes through one buffer, so the waiting
+    indicator, its erasure, notices and text keep their order.
     """
+
+    WAITING = "… waiting for the model"
+    BUSY = "… server busy, waiting"
 
     def __init__(
         self,
@@ -156,6 +245,7 @@ class TurnView:
         terminal: bool,
         show_reasoning: bool,
         colour: bool = False,
+        on_output_error: Callable[[OSError], None] | None = None,
     ) -> None:
         self._out = out
         self._err = err
@@ -167,6 +257,10 @@ class TurnView:
         self._in_reasoning = False
         self._at_line_start = True
         self._waiting = ""
+        """The indicator on screen now, to be erased before anything else is written."""
+        self._on_output_error = on_output_error
+        self.output_error: OSError | None = None
+        """Why stdout refused a write; from then on, output is dropped."""
         self.usage: Usage | None = None
         self.started = time.monotonic()
 
@@ -184,19 +278,35 @@ class TurnView:
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        if self._pending:
-            self._out.write("".join(self._pending))
-            self._pending.clear()
-        self._out.flush()
+        text = "".join(self._pending)
+        self._pending.clear()
+        if self.output_error is not None:
+            return
+        try:
+            if text:
+                self._out.write(text)
+            self._out.flush()
+        except OSError as exc:  # a full disk, a closed descriptor: nothing more can be shown
+            self.output_error = exc
+            if self._on_output_error is not None:
+                self._on_output_error(exc)
 
     def notice(self, text: str) -> None:
-        """A side remark (retry, usage): dim on a terminal, on stderr for a pipe."""
+        """A side remark (retry, usage): dim on a terminal, on stderr for a pipe.
+
+        Notices carry server words (error messages), so they are neutralised like model text.
+        """
+        text = neutralise(text)
         if self._terminal:
             self._end_line()
             self._write(self._dim(text) + "\n")
         else:
             self.flush()
-            self._err.write(f"dsh: {text}\n")
+            self._to_stderr(f"dsh: {text}\n")
+
+    def _to_stderr(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # stderr is only a side channel
+            self._err.write(text)
             self._err.flush()
 
     def _dim(self, text: str) -> str:
@@ -206,19 +316,18 @@ class TurnView:
         if not self._at_line_start:
             self._write("\n")
 
-    def show_waiting(self, text: str) -> None:
-        """The terminal's 'model is working' indicator, replaced by the first token."""
-        if not self._terminal:
+    def show_waiting(self, text: str = WAITING) -> None:
+        """The terminal's 'model is working' indicator, erased by whatever is written next."""
+        if not self._terminal or not self._at_line_start:
             return
         self._clear_waiting()
+        self._pending.append(text)
         self._waiting = text
-        self._out.write(text)
-        self._out.flush()
+        self.flush()  # now: the point is to be seen while nothing else arrives
 
     def _clear_waiting(self) -> None:
         if self._waiting:
-            width = len(self._waiting)
-            self._out.write("\r" + " " * width + "\r")
+            self._pending.append("\r" + " " * len(self._waiting) + "\r")
             self._waiting = ""
 
     # Events.
@@ -234,11 +343,11 @@ class TurnView:
             case ReasoningDelta(text=text):
                 self._reasoning(text)
             case KeepAlive():
-                if self._at_line_start and not self._pending:
-                    self.show_waiting("… server busy, waiting")
+                if self._waiting != self.BUSY:
+                    self.show_waiting(self.BUSY)
             case RetryNotice():
                 self.notice(retry_notice(event))
-                self.show_waiting("… waiting for the model")
+                self.show_waiting()
             case Usage():
                 self.usage = event
             case Finish() | TurnFailed():
@@ -254,8 +363,7 @@ class TurnView:
                 self._write(self._dim(neutralise(text)))
         elif self._show_reasoning:
             self._in_reasoning = True
-            self._err.write(text)
-            self._err.flush()
+            self._to_stderr(text)
         else:
             self._in_reasoning = True
 
@@ -264,16 +372,17 @@ class TurnView:
             self._end_line()
             self._write(self._dim("---") + "\n")
         else:
-            self._err.write("\n")
-            self._err.flush()
+            self._to_stderr("\n")
 
     def finish(self, end: TurnEnd) -> None:
         """End the answer's line, then the outcome line and the usage notice."""
         self._clear_waiting()
+        if self._in_reasoning and (self._terminal or self._show_reasoning):
+            self._end_reasoning()  # the turn ended while the model was still thinking
         self._end_line()
         line = outcome_line(end)
         if line is not None:
-            self._write(line + "\n")
+            self._write(neutralise(line) + "\n")  # it may quote the server's words
         self.flush()
         if end.kind in ("completed", "max-tokens"):
             self.notice(usage_line(self.usage, time.monotonic() - self.started))
@@ -287,7 +396,3 @@ def colour_wanted(stream: TextIO) -> bool:
         and os.environ.get("TERM", "dumb") != "dumb"
         and "NO_COLOR" not in os.environ
     )
-
-
-def stdio_is_terminal() -> bool:
-    return sys.stdin.isatty() and sys.stdout.isatty()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
+from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL, redact_url
 from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "Config", "StartupError", "parse_config"]
@@ -97,11 +97,12 @@ def _version() -> str:
 
 
 def _max_tokens(text: str | None, source: str) -> int | None:
-    if text is None or text == "":
+    if text is None or text.strip() == "":
         return None
-    # Not `raise ... from None` inside the except: error_chain shows suppressed contexts too,
-    # and int()'s own complaint would only repeat ours.
-    value = int(text) if text.strip().lstrip("+").isdigit() else 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0  # reported below, outside the except: int()'s complaint would repeat ours
     if value <= 0:
         raise StartupError(f"{source} must be a positive integer, not {text!r}")
     return value
@@ -121,22 +122,29 @@ def _timeout(text: str | None, source: str) -> float | None:
 
 def _base_url(text: str, source: str) -> str:
     url = text.strip().rstrip("/")
-    parts = urlsplit(url)
-    # Show the URL without anything that might be a password in it.
-    shown = url.rpartition("@")[2] if "@" in url else url
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise StartupError(f"{source} must be an http:// or https:// URL, not {shown!r}")
+    shown = redact_url(url)
     try:
+        parts = urlsplit(url)
         parts.port  # noqa: B018 - the property raises for a port that is not 0-65535
     except ValueError as exc:
-        raise StartupError(f"{source} has an invalid port: {shown!r}") from exc
+        raise StartupError(f"{source} is not a usable URL: {shown!r}") from exc
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise StartupError(f"{source} must be an http:// or https:// URL, not {shown!r}")
     return url
 
 
 def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Config:
     """Resolve flags and environment; raises :class:`StartupError` with a one-line reason."""
     env = os.environ if environ is None else environ
-    args = _build_parser().parse_args(list(argv))
+    refused: str | None = None
+    try:
+        args = _build_parser().parse_args(list(argv))
+    except StartupError as exc:
+        refused = exc.message
+    if refused is not None:
+        # Raised out here: inside the except, argparse's own ArgumentError would become the
+        # context, and error_chain would print its words a second time.
+        raise StartupError(refused)
 
     if args.base_url is not None:
         base_url = _base_url(args.base_url, "--base-url")

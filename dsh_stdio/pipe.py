@@ -8,20 +8,13 @@ does not hold back the first answer, and a blocked read never keeps the process 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
-import sys
 import threading
 from dataclasses import dataclass
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
-from .app import (
-    EXIT_OK,
-    EXIT_SIGINT,
-    EXIT_SIGTERM,
-    Session,
-    TurnView,
-    turn_status,
-)
+from .app import EXIT_FAILED, EXIT_OK, Session, Stopper, turn_status
 
 __all__ = ["LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
@@ -31,6 +24,7 @@ class Overlong:
     """An input line longer than the per-message limit; its bytes were read and dropped."""
 
     size: int
+    """Bytes in the line, its newline not counted."""
 
 
 def decode_input(raw: bytes) -> str:
@@ -39,15 +33,19 @@ def decode_input(raw: bytes) -> str:
 
 
 class LineReader:
-    """Reads ``stream`` one line per request on a daemon thread.
+    """Reads file descriptor ``fd`` one line per request, on a daemon thread.
 
     Lines longer than ``limit`` bytes are read to their end but not kept (an ``Overlong``).
-    ``None`` means end of input.
+    ``None`` means end of input. It reads the descriptor with ``os.read``, not through
+    ``sys.stdin.buffer``: a daemon thread blocked inside a buffered reader holds its lock, and
+    an ordinary interpreter exit then dies with "could not acquire lock ... at interpreter
+    shutdown".
     """
 
-    def __init__(self, stream: BinaryIO, limit: int) -> None:
-        self._stream = stream
+    def __init__(self, fd: int, limit: int) -> None:
+        self._fd = fd
         self._limit = limit
+        self._buffer = bytearray()
         self._wanted = threading.Semaphore(0)
         self._loop = asyncio.get_running_loop()
         self._future: asyncio.Future[bytes | Overlong | None] | None = None
@@ -93,63 +91,46 @@ class LineReader:
             self._future.set_result(item)
 
     def _read_line(self) -> bytes | Overlong | None:
-        line = self._stream.readline(self._limit + 1)
-        if not line:
-            return None
-        if len(line) <= self._limit or line.endswith(b"\n"):
-            return line
-        size = len(line)
-        while not line.endswith(b"\n"):
-            line = self._stream.readline(1 << 20)
-            if not line:
-                break
-            size += len(line)
+        buffer = self._buffer
+        while (end := buffer.find(b"\n")) < 0:
+            if len(buffer) > self._limit:
+                return self._skip_rest_of_line()
+            chunk = os.read(self._fd, _CHUNK)
+            if not chunk:  # end of input: a last line without its newline still counts
+                line = bytes(buffer)
+                buffer.clear()
+                return (Overlong(len(line)) if len(line) > self._limit else line) or None
+            buffer += chunk
+        line = bytes(buffer[: end + 1])
+        del buffer[: end + 1]
+        return line
+
+    def _skip_rest_of_line(self) -> Overlong:
+        size = len(self._buffer)
+        self._buffer.clear()
+        while chunk := os.read(self._fd, _CHUNK):
+            end = chunk.find(b"\n")
+            if end >= 0:
+                self._buffer += chunk[end + 1 :]
+                return Overlong(size + end)  # the line's own bytes, as the loop counts them
+            size += len(chunk)
         return Overlong(size)
 
 
-class _Stopper:
-    """SIGINT and SIGTERM on a pipe: end the running turn as aborted, then the program."""
-
-    def __init__(self, session: Session, main: asyncio.Task[int]) -> None:
-        self.status: int | None = None
-        self._session = session
-        self._main = main
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, self._stop, EXIT_SIGINT, "user")
-        loop.add_signal_handler(signal.SIGTERM, self._stop, EXIT_SIGTERM, "shutdown")
-
-    def _stop(self, status: int, reason: str) -> None:
-        if self.status is None:
-            self.status = status
-        conversation = self._session.conversation
-        if conversation.running:
-            conversation.cancel(reason)
-        else:
-            self._main.cancel()
-
-    def remove(self) -> None:
-        loop = asyncio.get_running_loop()
-        loop.remove_signal_handler(signal.SIGINT)
-        loop.remove_signal_handler(signal.SIGTERM)
+_CHUNK = 1 << 16
 
 
-def _view(session: Session, out: TextIO, err: TextIO) -> TurnView:
-    return TurnView(out, err, terminal=out.isatty(), show_reasoning=session.config.show_reasoning)
-
-
-async def run_pipe(session: Session, stdin: BinaryIO, out: TextIO, err: TextIO) -> int:
+async def run_pipe(session: Session, stdin: int, out: TextIO, err: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
-    main = asyncio.current_task()
-    assert main is not None
-    stopper = _Stopper(session, main)
+    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM)
     reader = LineReader(stdin, session.conversation.input_limit)
     status = EXIT_OK
     try:
-        while stopper.status is None and not session.log_failed:
+        while stopper.status is None and not session.broken:
             item = await reader.next()
             if item is None:
                 break
-            view = _view(session, out, err)
+            view = session.view(out, err, terminal=out.isatty())
             if isinstance(item, Overlong):
                 end = session.reject_oversized(item.size, view)
             else:
@@ -157,7 +138,7 @@ async def run_pipe(session: Session, stdin: BinaryIO, out: TextIO, err: TextIO) 
                 if not text.strip():
                     continue
                 end = await session.run_turn(text, view)
-            status = max(status, turn_status(end))
+            status = max(status, turn_status(end), EXIT_FAILED if session.broken else EXIT_OK)
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
@@ -167,32 +148,42 @@ async def run_pipe(session: Session, stdin: BinaryIO, out: TextIO, err: TextIO) 
     return stopper.status if stopper.status is not None else status
 
 
-def read_piped_stdin(stdin: BinaryIO) -> str | None:
-    """All of a piped stdin for one-shot mode, or None when stdin is a terminal."""
-    if stdin.isatty():
+def read_piped_stdin(stdin: int, limit: int) -> str | Overlong | None:
+    """All of a piped stdin for one-shot mode, or None when stdin is a terminal.
+
+    Read before the event loop starts, so Ctrl-C during a slow pipe ends dsh at once. More
+    than ``limit`` bytes is read to its end but not kept: the turn will be rejected.
+    """
+    if os.isatty(stdin):
         return None
-    return decode_input(stdin.read())
+    data = bytearray()
+    size = 0
+    while chunk := os.read(stdin, _CHUNK):
+        size += len(chunk)
+        if size <= limit:
+            data += chunk
+    return decode_input(bytes(data)) if size <= limit else Overlong(size)
 
 
 async def run_one_shot(
-    session: Session, question: str, piped: str | None, out: TextIO, err: TextIO
+    session: Session, question: str, piped: str | Overlong | None, out: TextIO, err: TextIO
 ) -> int:
     """One turn for ``dsh "question"``; piped input is appended after a blank line."""
-    main = asyncio.current_task()
-    assert main is not None
-    stopper = _Stopper(session, main)
-    text = question if not piped or not piped.strip() else f"{question}\n\n{piped}"
-    view = _view(session, out, err)
+    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM)
+    view = session.view(out, err, terminal=out.isatty())
     try:
-        end = await session.run_turn(text, view)
+        if isinstance(piped, Overlong):
+            size = len(question.encode("utf-8", "surrogatepass")) + 2 + piped.size
+            end = session.reject_oversized(size, view)
+        else:
+            text = question if not piped or not piped.strip() else f"{question}\n\n{piped}"
+            end = await session.run_turn(text, view)
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
         return stopper.status
     finally:
         stopper.remove()
-    return stopper.status if stopper.status is not None else turn_status(end)
-
-
-def binary_stdin() -> BinaryIO:
-    return sys.stdin.buffer
+    if stopper.status is not None:
+        return stopper.status
+    return EXIT_FAILED if session.broken else turn_status(end)

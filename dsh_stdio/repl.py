@@ -18,7 +18,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
-from .app import EXIT_OK, EXIT_SIGTERM, Session, TurnView, colour_wanted
+from .app import EXIT_OK, Session, Stopper
 
 __all__ = ["COMMANDS", "run_repl"]
 
@@ -99,56 +99,40 @@ class _Commands:
 
 
 async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
-    """The interactive loop; returns the exit status (0 for Ctrl-D and /exit)."""
-    home = session.config.home
+    """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
     prompt: PromptSession[str] = PromptSession(
-        history=_private_history(home),
+        history=_private_history(session.config.home),
         key_bindings=_create_prompt_bindings(),
     )
     commands = _Commands(session, out)
     loop = asyncio.get_running_loop()
-    terminated = False
-
-    def on_sigterm() -> None:
-        nonlocal terminated
-        terminated = True
-        if session.conversation.running:
-            session.conversation.cancel("shutdown")
-        elif main is not None:
-            main.cancel()
-
-    main = asyncio.current_task()
+    stopper = Stopper(session, signal.SIGTERM)  # prompt_toolkit leaves SIGTERM alone
     out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
     out.flush()
     try:
-        while not terminated:
-            loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        while stopper.status is None:
             try:
                 line = await prompt.prompt_async("> ")
             except KeyboardInterrupt:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
                 break
+            # prompt_toolkit removed the loop's SIGINT handler as the prompt ended. Until the
+            # next prompt replaces it, Ctrl-C cancels the running turn (idle: nothing). Never
+            # removed here: a second Ctrl-C must not find Python's KeyboardInterrupt instead.
+            loop.add_signal_handler(signal.SIGINT, lambda: session.conversation.cancel("user"))
             if not line.strip():
                 continue
             if line.startswith("/"):
                 if not commands.run(line):
                     break
                 continue
-            await _run_turn(session, line, out, err)
+            view = session.view(out, err, terminal=True)
+            view.show_waiting()
+            await session.run_turn(line, view)
     except asyncio.CancelledError:
-        if not terminated:
+        if stopper.status is None:
             raise
-    return EXIT_SIGTERM if terminated else EXIT_OK
-
-
-async def _run_turn(session: Session, line: str, out: TextIO, err: TextIO) -> None:
-    conversation = session.conversation
-    view = TurnView(out, err, terminal=True, show_reasoning=True, colour=colour_wanted(out))
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, conversation.cancel, "user")
-    try:
-        view.show_waiting("… waiting for the model")
-        await session.run_turn(line, view)
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        stopper.remove()
+    return stopper.status if stopper.status is not None else EXIT_OK

@@ -10,29 +10,24 @@ Words in a message make the stub misbehave (the banner lists them). Sessions go 
 from __future__ import annotations
 
 import os
-import socket
+import shutil
 import sys
 import tempfile
 
-from dsh_core.stub_server import TRIGGERS, StubServer
-from dsh_stdio.__main__ import main
+from dsh_core.stub_server import TRIGGERS, StubServer, closed_port
+from dsh_stdio.__main__ import leave, main
 
 DEMO_KEY = "demo-key-for-the-offline-stub"
 """The stub accepts any key; this one is not a secret."""
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _banner(base_url: str, home: str) -> str:
+def _banner(base_url: str, home: str, own_home: bool) -> str:
     width = max(len(word) for word in TRIGGERS)
     lines = [f"  {word.ljust(width)}  {what}" for word, what in TRIGGERS.items()]
     return "\n".join(
         [
-            f"dsh demo: stub server at {base_url}, sessions in {home}",
+            f"dsh demo: stub server at {base_url}, sessions in {home}"
+            + (" (removed when the demo ends)" if own_home else ""),
             "Type anything for an answer; a message with one of these words shows an outcome:",
             *lines,
             "Ctrl-C cancels a running turn; Ctrl-D or /exit leaves.",
@@ -44,18 +39,24 @@ def _banner(base_url: str, home: str) -> str:
 def demo(argv: list[str]) -> int:
     down = "--down" in argv
     rest = [arg for arg in argv if arg != "--down"]
-    home = os.environ.get("DSH_HOME") or tempfile.mkdtemp(prefix="dsh-demo-")
+    own_home = not os.environ.get("DSH_HOME")
+    home = tempfile.mkdtemp(prefix="dsh-demo-") if own_home else os.environ["DSH_HOME"]
     os.environ["DSH_HOME"] = home
     os.environ["DEEPSEEK_API_KEY"] = DEMO_KEY
-    with StubServer() as server:
-        base_url = f"http://127.0.0.1:{_closed_port()}" if down else server.url
-        os.environ["DEEPSEEK_BASE_URL"] = base_url
-        sys.stderr.write(_banner(base_url, home))
-        if down:
-            sys.stderr.write("(--down: nothing listens there; every turn fails with TRANSPORT)\n")
-        sys.stderr.flush()
-        return main(rest)
+    try:
+        with StubServer() as server:
+            base_url = f"http://127.0.0.1:{closed_port()}" if down else server.url
+            os.environ["DEEPSEEK_BASE_URL"] = base_url
+            sys.stderr.write(_banner(base_url, home, own_home))
+            if down:
+                sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
+            sys.stderr.flush()
+            return main(rest)
+    finally:
+        if own_home:
+            shutil.rmtree(home, ignore_errors=True)  # a demo leaves nothing behind
 
 
 if __name__ == "__main__":
-    sys.exit(demo(sys.argv[1:]))
+    # As dsh itself leaves: no interpreter teardown, which could wait on the stdin thread.
+    leave(demo(sys.argv[1:]))

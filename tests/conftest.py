@@ -6,8 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-CANARY_KEY = "sk-dsh-canary-0123456789abcdef"
-"""A fake API key; tests assert it never appears in any output, file or log."""
+# Its asserts (assert_no_canary) show their values as a conftest's do; before the import.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support import CANARY_KEY  # noqa: E402
+
+# CANARY_KEY lives in tests.support (the benches use it too); tests import it from here.
+__all__ = ["CANARY_KEY", "clean_environ"]
 
 _OUR_VARIABLES = (
     "DEEPSEEK_API_KEY",

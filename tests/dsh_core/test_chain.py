@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
 import sys
-import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -16,6 +13,8 @@ from hypothesis import strategies as st
 
 from dsh_core import error_chain
 from dsh_core.chain import MAX_LINKS
+from dsh_core.stub_server import closed_port
+from tests.reliability.faults import FaultServer, hang
 
 
 def chained(*links: Exception) -> Exception:
@@ -30,6 +29,11 @@ class Hostile(Exception):
         raise RuntimeError("no str for you")
 
 
+class VeryHostile(Exception):
+    def __str__(self) -> str:
+        raise KeyboardInterrupt  # not even a BaseException escapes error_chain
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -39,6 +43,7 @@ class Hostile(Exception):
         (42, "42"),
         (None, "None"),
         (Hostile(), "<unrenderable value>"),
+        (VeryHostile(), "<unrenderable value>"),
     ],
 )
 def test_single_values(value: object, expected: str) -> None:
@@ -192,12 +197,6 @@ def test_property_always_a_str_never_raises(value: object) -> None:
 # Real sockets: what httpx actually raises.
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_async_httpx_refused_renders_the_errno() -> None:
     port = closed_port()
 
@@ -235,43 +234,17 @@ def test_dns_failure_renders_the_resolver_error() -> None:
     assert "[Errno -" in text, text
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A loopback server that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield int(server.getsockname()[1])
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    server.close()
-
-
-def test_read_timeout_renders_the_class_name(silent_server: int) -> None:
-    async def post() -> BaseException:
+def test_read_timeout_renders_the_class_name() -> None:
+    async def post(url: str) -> BaseException:
         async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as client:
             try:
-                await client.post(f"http://127.0.0.1:{silent_server}/")
+                await client.post(f"{url}/")
             except httpx.HTTPError as exc:
                 return exc
         raise AssertionError("the request should have failed")
 
-    exc = asyncio.run(post())
+    with FaultServer(hang) as silent:  # reads the request, never answers
+        exc = asyncio.run(post(silent.url))
     assert isinstance(exc, httpx.ReadTimeout)
     # The empty message renders as the class name; anyio's cancel-scope detail follows.
     assert error_chain(exc).startswith("ReadTimeout: TimeoutError")

@@ -16,8 +16,9 @@ import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,10 @@ from dsh_core.stub_server import (
     Stall,
     StubServer,
     WrongContentType,
+    closed_port,
 )
 from tests.conftest import CANARY_KEY
+from tests.reliability.faults import FaultServer, hang, read_request
 
 FAST = RetryPolicy(base_delay=0.001, max_delay=0.004, retry_after_cap=0.02, jitter=False)
 """Real retries, tiny waits."""
@@ -164,13 +167,6 @@ def assert_no_key(exc: BaseException) -> None:
     while link is not None:
         assert CANARY_KEY not in repr(link)
         link = link.__cause__ or link.__context__
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 async def wait_for(condition: Callable[[], bool], what: str) -> None:
@@ -375,65 +371,21 @@ def test_idle_timeout_after_text_fails_the_turn(server: StubServer) -> None:
     assert len(server.requests) == 1
 
 
-@contextlib.asynccontextmanager
-async def silent_server() -> AsyncIterator[tuple[str, asyncio.Event, list[str]]]:
-    """Accepts, reads the request, never answers. Yields (url, got a request, closed log)."""
-    got_request = asyncio.Event()
-    closed: list[str] = []
-    writers: list[asyncio.StreamWriter] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writers.append(writer)
-        await reader.readuntil(b"\r\n\r\n")
-        got_request.set()
-        await reader.read()  # until the client closes
-        closed.append("closed")
-        writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}", got_request, closed
-    finally:
-        server.close()
-        for writer in writers:
-            writer.close()
-        await server.wait_closed()
-
-
 def test_read_timeout_waiting_for_the_response() -> None:
-    async def main() -> tuple[str, Outcome]:
-        async with silent_server() as (url, _, _):
-            adapter = DeepSeekAdapter(
-                base_url=url, api_key=CANARY_KEY, retry=NO_RETRY, read_timeout=0.2
-            )
-            try:
-                return url, await collect(adapter)
-            finally:
-                await adapter.close()
-
-    url, outcome = asyncio.run(main())
+    with FaultServer(hang) as silent:  # reads the request, never answers
+        outcome = stream(silent.url, retry=NO_RETRY, read_timeout=0.2)
     assert outcome.error is not None and outcome.error.code == "TIMEOUT"
     assert outcome.rendered == (
-        f"DeepSeek API request to {url} timed out waiting for a response after 0.2 s"
+        f"DeepSeek API request to {silent.url} timed out waiting for a response after 0.2 s"
     )
 
 
 def test_silence_before_the_response_is_the_idle_timeout() -> None:
-    async def main() -> tuple[str, Outcome]:
-        async with silent_server() as (url, _, _):
-            adapter = DeepSeekAdapter(
-                base_url=url, api_key=CANARY_KEY, retry=NO_RETRY, idle_timeout=0.2
-            )
-            try:
-                return url, await collect(adapter)
-            finally:
-                await adapter.close()
-
-    url, outcome = asyncio.run(main())
+    with FaultServer(hang) as silent:
+        outcome = stream(silent.url, retry=NO_RETRY, idle_timeout=0.2)
     assert outcome.error is not None and outcome.error.code == "TIMEOUT"
-    assert (
-        outcome.rendered == f"DeepSeek API request to {url} timed out: nothing received for 0.2 s"
+    assert outcome.rendered == (
+        f"DeepSeek API request to {silent.url} timed out: nothing received for 0.2 s"
     )
 
 
@@ -773,6 +725,10 @@ def test_json_error_object_instead_of_a_stream(server: StubServer) -> None:
         (413, "context length exceeded", "INVALID_REQUEST"),
         (500, "Internal error", "SERVER"),
         (503, "Server overloaded", "SERVER"),
+        # Money words only as whole words: these are not about balance or quota.
+        (503, "no healthy upstream behind the load balancer", "SERVER"),
+        (400, "Invalid quotation mark in messages[0]", "INVALID_REQUEST"),
+        (429, "insufficient_quota", "QUOTA"),
         (404, "Not found", "HTTP_404"),
         (418, "I'm a teapot", "HTTP_418"),
     ],
@@ -847,11 +803,13 @@ def test_retry_after_is_capped(server: StubServer) -> None:
 
 
 def test_retry_after_as_an_http_date(server: StubServer) -> None:
-    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    # A minute ahead: HTTP dates have one-second resolution, and a slow machine may take a
+    # second or two before the header is parsed.
+    when = email.utils.formatdate(time.time() + 60, usegmt=True)
     server.enqueue(HttpError(503, "maintenance", retry_after=when), Answer("ok"))
     (retry,) = stream(server.url).retries
     assert isinstance(retry.error, LlmError) and retry.error.retry_after is not None
-    assert 0 < retry.error.retry_after <= 2
+    assert 30 < retry.error.retry_after <= 60
     assert retry.delay == FAST.retry_after_cap
 
 
@@ -995,11 +953,22 @@ def test_cancel_during_backoff_ends_at_once(server: StubServer) -> None:
 
 
 def test_cancel_while_waiting_for_the_response() -> None:
+    got_request = threading.Event()
+    closed: list[str] = []
+
+    def silent(conn: socket.socket, server: FaultServer) -> None:
+        """Reads the request, never answers, and notes when the client closes."""
+        read_request(conn)
+        got_request.set()
+        while conn.recv(65536):  # until the client closes
+            pass
+        closed.append("closed")
+
     async def main() -> tuple[LlmError, list[str]]:
-        async with silent_server() as (url, got_request, closed):
-            adapter = DeepSeekAdapter(base_url=url, api_key=CANARY_KEY)
+        with FaultServer(silent) as server:
+            adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY)
             task = asyncio.create_task(collect(adapter))
-            await got_request.wait()
+            await asyncio.to_thread(got_request.wait)
             task.cancel()
             outcome = await task
             await wait_for(lambda: closed == ["closed"], "the server to see the close")
@@ -1080,3 +1049,21 @@ def test_plain_http_needs_no_certificate_store(monkeypatch: pytest.MonkeyPatch) 
     assert DeepSeekAdapter(base_url="https://api.deepseek.com", api_key=None)._verify() is True
     monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example:3128")
     assert plain._verify() is True
+
+
+def test_empty_events_are_heartbeats_not_malformed(server: StubServer) -> None:
+    """WHATWG dispatches `data:` with empty data; a proxy may send it. It carries no chunk."""
+    server.enqueue(
+        RawStream(
+            (
+                b"data:\n\n",
+                b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n',
+                b"data: \n\n",
+                b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+                b"data: [DONE]\n\n",
+            )
+        )
+    )
+    outcome = stream(server.url)
+    assert outcome.error is None
+    assert outcome.text == "hi"

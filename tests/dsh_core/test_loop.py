@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from dsh_core import session as session_module
 from dsh_core.errors import FailureRecord, LlmError, SessionLogError, UsageError
 from dsh_core.llm import (
     ChatRequest,
@@ -669,3 +670,43 @@ def test_one_turn_at_a_time(conversation: Conversation, model: ScriptedModel) ->
         await first
 
     run(main())
+
+
+def test_a_turn_left_open_by_a_failed_write_is_ended_before_the_next(
+    conversation: Conversation,
+    model: ScriptedModel,
+    log: SessionLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_write = session_module._write_all
+    writes = {"count": 0}
+
+    def disk_full_once(fd: int, data: bytes) -> None:
+        writes["count"] += 1
+        if writes["count"] == 2:  # turn 1's user/message
+            raise OSError(28, "No space left on device")
+        real_write(fd, data)
+
+    monkeypatch.setattr(session_module, "_write_all", disk_full_once)
+    model.enqueue([TextDelta("two"), DONE])
+    with pytest.raises(SessionLogError):
+        run(conversation.run_turn("first"))
+    end = run(conversation.run_turn("second"))
+    assert end == TurnEnd(2, "completed")
+    ends = data_of(log, "turn/end")
+    assert ends[0] == {
+        "turn": 1,
+        "reason": {
+            "kind": "error",
+            "code": "SESSION_LOG",
+            "message": f"cannot write session log {log.path}: [Errno 28] No space left on device",
+        },
+    }
+    assert kinds(log) == [
+        "turn/start",
+        "turn/end",
+        "turn/start",
+        "user/message",
+        "assistant/message",
+        "turn/end",
+    ]

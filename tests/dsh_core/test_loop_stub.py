@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from dsh_core.deepseek import DeepSeekAdapter, RetryPolicy
 from dsh_core.llm import Event, TextDelta
 from dsh_core.loop import Conversation, TurnEnd, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.stub_server import Answer, HttpError, SlowStream, StubServer
+from dsh_core.stub_server import Answer, HttpError, SlowStream, StubServer, closed_port
 from tests.conftest import CANARY_KEY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,13 +73,6 @@ def run_turns(
 
 def turn_ends(log: SessionLog) -> list[dict[str, Any]]:
     return [event.data["reason"] for event in log.events if event.type == "turn/end"]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def test_completed(server: StubServer, store: SessionStore) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_core.chain import error_chain
 from dsh_core.errors import MISSING_CREDENTIAL
 from dsh_stdio.config import DEFAULT_BASE_URL, DEFAULT_MODEL, StartupError, parse_config
 
@@ -64,6 +65,7 @@ def test_missing_key_names_the_variable_and_the_demo() -> None:
     [
         (["--max-tokens", "abc"], {}, "--max-tokens must be a positive integer, not 'abc'"),
         (["--max-tokens", "0"], {}, "--max-tokens must be a positive integer"),
+        (["--max-tokens", "\u00b2"], {}, "--max-tokens must be a positive integer"),
         ([], {"DSH_MAX_TOKENS": "-3"}, "DSH_MAX_TOKENS must be a positive integer"),
         (["--base-url", "ftp://x"], {}, "--base-url must be an http:// or https:// URL"),
         (["--bogus"], {}, "unrecognized arguments: --bogus"),
@@ -81,17 +83,20 @@ def test_key_is_not_in_repr() -> None:
     assert "sk-secret-value" not in repr(config)
 
 
-def test_base_url_password_is_not_echoed() -> None:
+@pytest.mark.parametrize("url", ["ftp://user:hunter2@host", "http://user:hunter2@host:99999"])
+def test_base_url_password_is_not_echoed(url: str) -> None:
     with pytest.raises(StartupError) as info:
-        parse_config(["--base-url", "ftp://user:hunter2@host"], KEY)
+        parse_config(["--base-url", url], KEY)
     assert "hunter2" not in info.value.message
+    assert "***@host" in info.value.message
 
 
 @pytest.mark.parametrize(
     ("url", "words"),
     [
-        ("http://127.0.0.1:99999", "--base-url has an invalid port: 'http://127.0.0.1:99999'"),
-        ("http://host:abc", "--base-url has an invalid port"),
+        ("http://127.0.0.1:99999", "--base-url is not a usable URL: 'http://127.0.0.1:99999'"),
+        ("http://host:abc", "--base-url is not a usable URL"),
+        ("http://[::1", "--base-url is not a usable URL"),
         ("http://:80", "--base-url must be an http:// or https:// URL"),
     ],
 )
@@ -112,3 +117,11 @@ def test_bad_timeout(value: str) -> None:
     with pytest.raises(StartupError) as info:
         parse_config(["--timeout", value], KEY)
     assert info.value.message == f"--timeout must be a positive number of seconds, not {value!r}"
+
+
+def test_argparse_errors_are_said_once() -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config(["--continue", "--resume", "x"], KEY)
+    assert error_chain(info.value) == (
+        "argument --resume: not allowed with argument --continue (see dsh --help)"
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.stub_server import StubServer
-from tests.dsh_stdio.conftest import DSH, assert_no_canary
+from tests.support import DSH, assert_no_canary
 
 pytestmark = pytest.mark.slow
 

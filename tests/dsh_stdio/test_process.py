@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.stub_server import StubServer
-from tests.dsh_stdio.conftest import DSH, assert_no_canary, closed_port
+from dsh_core.stub_server import StubServer, closed_port
+from tests.support import DSH, assert_no_canary
 
 pytestmark = pytest.mark.slow
 
@@ -209,3 +209,129 @@ def test_continue_without_a_session_starts_one(dsh_env: dict[str, str]) -> None:
     assert result.returncode == 0
     assert result.stdout == "You said: hi\n"
     assert "no session yet" in result.stderr
+
+
+def test_one_shot_sigint_while_piped_stdin_stays_open(dsh_env: dict[str, str]) -> None:
+    """The question waits for piped stdin to end; Ctrl-C meanwhile ends dsh at once."""
+    proc = subprocess.Popen(
+        [*DSH, "review this"],
+        env=dsh_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b"part of a diff\n")
+    proc.stdin.flush()
+    time.sleep(1.0)  # dsh is up and blocked reading stdin; not a timing assertion
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) == 130  # stdin is still open: only the signal ended it
+    out, err = proc.stdout.read(), proc.stderr.read()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        stream.close()
+    assert out == b""
+    assert b"Traceback" not in err
+
+
+def test_one_shot_oversized_piped_stdin_is_rejected(dsh_env: dict[str, str]) -> None:
+    result = run(dsh_env, "review", stdin=b"x" * (300 * 1024))
+    assert result.returncode == 1
+    assert result.stdout == (
+        "[turn rejected] the message is 300.1 KiB, over the limit of 256 KiB per message: "
+        "shorten it, or send it in parts\n"
+    )
+
+
+def test_the_interrupted_line_is_printed_by_the_resume_that_found_it(
+    dsh_env: dict[str, str],
+) -> None:
+    proc = start_slow_turn(dsh_env)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=20)
+    first = run(dsh_env, "--continue")
+    assert first.stdout == "[turn interrupted by a previous process exit]\n"
+    again = run(dsh_env, "--continue")
+    assert again.stdout == ""  # already reported and closed; nothing new happened
+    assert again.returncode == 0
+
+
+def test_show_reasoning_goes_to_stderr_set_apart(dsh_env: dict[str, str]) -> None:
+    result = run(dsh_env, "--show-reasoning", stdin=b"think about it\n")
+    assert result.returncode == 0
+    assert result.stdout == "The answer, after some thought: 42.\n"
+    assert result.stderr.startswith(
+        "The user wants an answer. Let me think step by step... 6 x 7 = 42.\ndsh: tokens in "
+    )
+
+
+# Closed or failing standard streams: a clear line, never a traceback.
+
+
+def test_stdin_closed_is_no_input(dsh_env: dict[str, str]) -> None:
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", *DSH],
+        env=dsh_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_stdout_closed_is_a_startup_failure(dsh_env: dict[str, str]) -> None:
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *DSH],
+        input="hello\n",
+        env=dsh_env,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        "dsh: startup failed: standard output is closed: answers would be lost\n"
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_stdout_that_cannot_be_written(dsh_env: dict[str, str], home: Path) -> None:
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            DSH,
+            input="hello\nagain\n",
+            env=dsh_env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "dsh: cannot write to standard output: [Errno 28] No space left on device\n"
+    )
+    reasons = [end["reason"] for end in turn_ends(home)]
+    assert reasons == [
+        {"kind": "aborted", "reason": "standard output failed: [Errno 28] No space left on device"}
+    ]  # the pipe stopped there: nothing more could be shown
+
+
+def test_demo_on_a_pipe_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """No 'Fatal Python error' from a stdin thread at interpreter shutdown."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
+    demo = [DSH[0], str(Path(__file__).parents[2] / "scripts" / "demo_repl.py")]
+    proc = subprocess.Popen(
+        demo, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b"hello\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == b"You said: hello\n"
+    proc.send_signal(signal.SIGTERM)  # while it waits for the next line
+    assert proc.wait(timeout=20) == 143
+    err = proc.stderr.read()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        stream.close()
+    assert b"Fatal Python error" not in err and b"Traceback" not in err

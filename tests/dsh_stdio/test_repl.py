@@ -10,7 +10,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.dsh_stdio.conftest import DSH, assert_no_canary
+from dsh_core.stub_server import HttpError, StubServer
+from tests.support import DSH, assert_no_canary
 
 pytestmark = pytest.mark.slow
 
@@ -155,3 +156,48 @@ def test_sigterm_at_the_prompt_exits_143(dsh_env: dict[str, str]) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 143
+
+
+def test_ctrl_c_twice_during_a_turn_still_only_cancels_it(dsh_env: dict[str, str]) -> None:
+    child, _ = spawn(dsh_env)
+    for _ in range(3):
+        child.expect_exact(PROMPT)
+        child.sendline("slow please")
+        child.expect_exact("word3")
+        child.kill(signal.SIGINT)
+        child.kill(signal.SIGINT)  # right after: must not find Python's KeyboardInterrupt
+        child.expect_exact("[turn aborted] user")
+    child.expect_exact(PROMPT)
+    child.sendline("still alive")
+    child.expect_exact("You said: still alive")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+
+
+def test_retry_notice_and_waiting_indicator_keep_their_order(dsh_env: dict[str, str]) -> None:
+    child, transcript = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("ratelimit me")
+    child.expect(r"retrying in \d+\.\d s \(retry 1 of 4\): DeepSeek API returned HTTP 429")
+    child.expect_exact("You said: ratelimit me")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+    screen = transcript.getvalue()
+    # The indicator is erased before the notice is written: never glued to it.
+    assert "the modelretrying" not in screen
+    assert "\nretrying in" in screen.replace("\r", "\n")
+
+
+def test_server_words_in_an_outcome_line_are_neutralised(
+    dsh_env: dict[str, str], stub: StubServer
+) -> None:
+    stub.enqueue(HttpError(400, "boom \x1b[2J\x1b]0;pwned\x07 end"))
+    child, transcript = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("anything")
+    child.expect_exact("[turn failed INVALID_REQUEST] DeepSeek API returned HTTP 400")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+    screen = transcript.getvalue()
+    assert "boom ^[[2J^[]0;pwned^G end" in screen
+    assert "\x1b[2J" not in screen and "\x07" not in screen

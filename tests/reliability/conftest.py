@@ -12,7 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,40 +21,19 @@ from typing import IO, Any
 import pytest
 
 from dsh_core.stub_server import StubServer
-from tests.conftest import CANARY_KEY
-
-DSH = [sys.executable, "-m", "dsh_stdio"]
-"""The real front door, as the ``dsh`` script runs it."""
+from tests.support import DSH, assert_no_canary, child_env, log_problems, proc_status
 
 REPO = Path(__file__).resolve().parents[2]
 
 OVERSIZED_LINE = b"x" * (300 * 1024) + b"\n"
 """Over the 256 KiB message limit: rejected at once, without a request (a cheap 'next line')."""
 OVERSIZED_OUTCOME = (
-    "[turn rejected] the message is 300.1 KiB, over the limit of 256 KiB per message: "
+    "[turn rejected] the message is 300 KiB, over the limit of 256 KiB per message: "
     "shorten it, or send it in parts"
 )
 
 LOG_SHIM = "sitecustomize.py"
 """Written into a directory on the child's PYTHONPATH by :func:`log_capture`."""
-
-
-def child_env(base_url: str, home: Path, **extra: str) -> dict[str, str]:
-    """The environment for a child dsh: the canary key, ``base_url``, a private home."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_")) and "PROXY" not in key.upper()
-    }
-    env.update(
-        DEEPSEEK_API_KEY=CANARY_KEY,
-        DEEPSEEK_BASE_URL=base_url,
-        DSH_HOME=str(home),
-        PYTHONDONTWRITEBYTECODE="1",
-        TERM="dumb",
-    )
-    env.update(extra)
-    return env
 
 
 @dataclass
@@ -198,18 +176,6 @@ class Live:
                 pipe.close()
 
 
-def proc_status(pid: int) -> dict[str, int]:
-    """Resident memory now and at its peak (kB), and open file descriptors, from /proc."""
-    fields: dict[str, int] = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0])
-    fields["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
-    return fields
-
-
 def single_log(home: Path) -> Path:
     (log,) = home.rglob("session.jsonl")
     return log
@@ -223,32 +189,10 @@ def read_events(log: Path) -> list[dict[str, Any]]:
 
 
 def assert_log_whole(log: Path) -> None:
-    """Gapless seq, turns numbered from 1, each closed before the next opens, none left open."""
-    events = read_events(log)
-    assert [e["seq"] for e in events] == list(range(len(events)))
-    open_turn: int | None = None
-    last = 0
-    for event in events:
-        if event["type"] == "turn/start":
-            assert open_turn is None, f"turn {event['data']['turn']} opened inside {open_turn}"
-            open_turn = event["data"]["turn"]
-            assert open_turn == last + 1
-            last = open_turn
-        elif event["type"] == "turn/end":
-            assert event["data"]["turn"] == open_turn
-            open_turn = None
-    assert open_turn is None, f"turn {open_turn} left open"
-
-
-def assert_no_canary(home: Path, *texts: str | bytes) -> None:
-    """The API key is in no output and no file under ``home``."""
-    for text in texts:
-        data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
-        assert CANARY_KEY.encode() not in data
-    if home.exists():
-        for path in home.rglob("*"):
-            if path.is_file():
-                assert CANARY_KEY.encode() not in path.read_bytes(), path
+    """Gapless seq, turns numbered from 1, each closed before the next opens, none left open;
+    the header good, every line whole JSON, every event inside its turn (see ``scan_log``)."""
+    problems = log_problems(log)
+    assert problems == [], "\n".join(problems)
 
 
 def assert_sane(run: Run, *, log_whole: bool = True) -> None:

@@ -30,7 +30,6 @@ __all__ = [
     "Handler",
     "answer_407",
     "bad_chunk_after_text",
-    "closed_port",
     "hang",
     "not_tls",
     "read_request",
@@ -43,13 +42,6 @@ Handler = Callable[[socket.socket, "FaultServer"], None]
 """Serves one accepted connection; returns when it is done with it (the socket is then closed)."""
 
 _HEAD_LIMIT = 1 << 16
-
-
-def closed_port() -> int:
-    """A loopback port that nothing listens on (bound once, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class FaultServer:

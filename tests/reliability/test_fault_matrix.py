@@ -42,6 +42,7 @@ from dsh_core.stub_server import (
     Stall,
     StubServer,
     WrongContentType,
+    closed_port,
 )
 from tests.conftest import CANARY_KEY
 from tests.reliability.conftest import (
@@ -57,7 +58,6 @@ from tests.reliability.faults import (
     FaultServer,
     answer_407,
     bad_chunk_after_text,
-    closed_port,
     hang,
     not_tls,
     self_signed_context,
@@ -369,14 +369,14 @@ def test_certificate_not_trusted_is_not_retried(home: Path, tmp_path: Path) -> N
 def test_key_that_cannot_be_a_header(stub: StubServer, home: Path) -> None:
     env = child_env(stub.url, home, DEEPSEEK_API_KEY=f"{CANARY_KEY} pasted twice")
     run = run_dsh(env, stdin=TWO_LINES)
-    line = (
-        "[turn failed MISSING_CREDENTIAL] The DeepSeek API key contains spaces or characters "
-        "not allowed in an HTTP header: check DEEPSEEK_API_KEY"
+    # A key that can never be sent is a startup failure: one line, exit 2, no session.
+    assert run.stderr == (
+        "dsh: startup failed: The DeepSeek API key contains spaces or characters "
+        "not allowed in an HTTP header: check DEEPSEEK_API_KEY\n"
     )
-    assert run.stdout == f"{line}\n{line}\n"
-    assert run.returncode == 1
+    assert (run.returncode, run.stdout) == (2, "")
     assert stub.requests == []
-    assert_turn_failed(run, line, "MISSING_CREDENTIAL")
+    assert not (home / "sessions").exists()
     assert_sane(run)
 
 

@@ -82,7 +82,7 @@ def test_ten_megabyte_line_is_refused_without_reading_it_into_memory(env: dict[s
     finally:
         live.kill()
     assert rejection == (
-        b"[turn rejected] the message is 10.1 MiB, over the limit of 256 KiB per message: "
+        b"[turn rejected] the message is 10 MiB, over the limit of 256 KiB per message: "
         b"shorten it, or send it in parts\n"
     )
     assert run.returncode == 1  # a rejected turn

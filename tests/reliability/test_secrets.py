@@ -83,12 +83,13 @@ def test_key_that_cannot_be_a_header_is_not_echoed(
     shim, records = log_capture
     env = child_env(stub.url, home, DEEPSEEK_API_KEY=f"{CANARY_KEY}{suffix}")
     run = run_dsh(_with_log_capture(env, shim, records), stdin=b"hello\n")
-    assert run.stdout == (
-        "[turn failed MISSING_CREDENTIAL] The DeepSeek API key contains spaces or characters "
+    assert run.stderr == (
+        "dsh: startup failed: The DeepSeek API key contains spaces or characters "
         "not allowed in an HTTP header: check DEEPSEEK_API_KEY\n"
     )
-    assert run.returncode == 1
+    assert (run.returncode, run.stdout) == (2, "")
     assert stub.requests == []
+    assert not (home / "sessions").exists()  # refused before any session was created
     assert CANARY_KEY not in records.read_text()
     assert_sane(run)
 
@@ -149,7 +150,7 @@ def test_userinfo_is_redacted_in_a_startup_failure(home: Path) -> None:
     run = run_dsh(child_env(f"ftp://user:{PASSWORD}@example.invalid", home), stdin=b"hi\n")
     assert run.stderr == (
         "dsh: startup failed: DEEPSEEK_BASE_URL must be an http:// or https:// URL, "
-        "not 'example.invalid'\n"
+        "not 'ftp://***@example.invalid'\n"
     )
     assert (run.returncode, run.stdout) == (2, "")
     _no_password(run)

@@ -1,0 +1,184 @@
+"""What the tests and the benches share for running a child ``dsh`` and checking what it leaves.
+
+No pytest here: the bench scripts (``python bench/<name>.py``, with the repository root put on
+``sys.path``) import this module as well as the test suite does.
+
+- :data:`DSH`, :func:`child_env`: start the real front door with the canary key, a base URL and
+  a private home, and nothing of the developer's key, proxies or dsh settings.
+- :func:`proc_status`: what a running process holds, from ``/proc``.
+- :func:`scan_log`, :func:`log_problems`: an independent reader of session logs (not
+  ``dsh_core.session``: the checks do not trust the code they check).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CANARY_KEY",
+    "DSH",
+    "LogScan",
+    "TurnRecord",
+    "assert_no_canary",
+    "child_env",
+    "log_problems",
+    "proc_status",
+    "scan_log",
+]
+
+CANARY_KEY = "sk-dsh-canary-0123456789abcdef"
+"""A fake API key; tests assert it never appears in any output, file or log."""
+
+DSH = [sys.executable, "-m", "dsh_stdio"]
+"""The real front door, as the ``dsh`` script runs it."""
+
+
+def child_env(base_url: str, home: Path, **extra: str) -> dict[str, str]:
+    """The environment for a child dsh: the canary key, ``base_url``, a private home.
+
+    Everything of the developer's that would change what dsh does is left out: ``DSH_*`` and
+    ``DEEPSEEK_*`` settings, proxies, and ``SSL_CERT_*`` trust overrides. ``extra`` comes last.
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_")) and "PROXY" not in key.upper()
+    }
+    env.update(
+        DEEPSEEK_API_KEY=CANARY_KEY,
+        DEEPSEEK_BASE_URL=base_url,
+        DSH_HOME=str(home),
+        PYTHONDONTWRITEBYTECODE="1",
+        TERM="dumb",
+    )
+    env.update(extra)
+    return env
+
+
+def assert_no_canary(home: Path, *texts: str | bytes) -> None:
+    """The API key is in no output and no file under ``home``."""
+    for text in texts:
+        data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+        assert CANARY_KEY.encode() not in data
+    if home.exists():
+        for path in home.rglob("*"):
+            if path.is_file():
+                assert CANARY_KEY.encode() not in path.read_bytes(), path
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` (resident memory now and at its peak, kB) and ``fds`` (open
+    file descriptors) of a running process, from /proc."""
+    fields: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0])
+    fields["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return fields
+
+
+# An independent reader of session logs.
+
+
+@dataclass
+class TurnRecord:
+    """One turn as a log holds it."""
+
+    user: str | None = None
+    answer: str | None = None
+    interrupted: bool = False
+    end: dict[str, Any] | None = None
+    """The ``reason`` of its ``turn/end``; None while the turn is open."""
+
+
+@dataclass
+class LogScan:
+    """What :func:`scan_log` found in one log."""
+
+    path: Path
+    turns: dict[int, TurnRecord] = field(default_factory=dict)
+    open_turn: int | None = None
+    """A turn started and not ended when the log stops."""
+    torn: bool = False
+    """The last line does not end with a newline."""
+    problems: list[str] = field(default_factory=list)
+    """What no log may hold, killed or not."""
+
+    def unfinished(self) -> list[str]:
+        """What a kill may leave and a whole log may not: a torn last line, a turn left open."""
+        found = [f"{self.path}: ends without a newline"] if self.torn else []
+        if self.open_turn is not None:
+            found.append(f"{self.path}: turn {self.open_turn} left open")
+        return found
+
+
+def scan_log(path: Path) -> LogScan:
+    """Read a log strictly, allowing only what a kill may leave: a torn last line, an open turn.
+
+    Checked: the header (``session``, version 1), every line JSON, ``seq`` counting from 0
+    without gaps, turns numbered from 1 in order, none opened inside another, and every other
+    event inside the turn it names.
+    """
+    scan = LogScan(path)
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    last = lines.pop()  # b"" when the file ends with a newline
+    if last:
+        scan.torn = True
+    if not lines:
+        if scan.torn or not data:
+            return scan  # killed while the session was being created: never acknowledged
+        scan.problems.append(f"{path}: no header")
+        return scan
+    try:
+        header = json.loads(lines[0])
+        assert header["type"] == "session" and header["version"] == 1
+    except (ValueError, KeyError, AssertionError):
+        scan.problems.append(f"{path}:1: bad header")
+        return scan
+    previous = 0
+    for number, raw in enumerate(lines[1:], start=2):
+        where = f"{path}:{number}"
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            scan.problems.append(f"{where}: not JSON")
+            return scan
+        if event.get("seq") != number - 2:
+            scan.problems.append(f"{where}: seq {event.get('seq')} where {number - 2} was due")
+        kind, data = event.get("type"), event.get("data", {})
+        if kind == "turn/start":
+            if scan.open_turn is not None:
+                scan.problems.append(f"{where}: turn opened inside turn {scan.open_turn}")
+            if data.get("turn") != previous + 1:
+                scan.problems.append(f"{where}: turn {data.get('turn')} after {previous}")
+            previous = scan.open_turn = data.get("turn")
+            scan.turns[previous] = TurnRecord()
+            continue
+        if scan.open_turn is None or data.get("turn") != scan.open_turn:
+            scan.problems.append(f"{where}: {kind} outside its turn")
+            continue
+        record = scan.turns[scan.open_turn]
+        if kind == "user/message":
+            record.user = data.get("text")
+        elif kind == "assistant/message":
+            record.answer = data.get("text")
+            record.interrupted = bool(data.get("interrupted"))
+        elif kind == "turn/end":
+            record.end = data.get("reason")
+            scan.open_turn = None
+    return scan
+
+
+def log_problems(path: Path) -> list[str]:
+    """Why the log at ``path`` is not whole: :func:`scan_log`'s problems, a torn last line, a
+    turn left open. Empty for a whole log."""
+    scan = scan_log(path)
+    return scan.problems + scan.unfinished()
