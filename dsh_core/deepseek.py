@@ -187,6 +187,8 @@ class DeepSeekAdapter:
         """
         self._base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self._base_url)
+        self._where = f"DeepSeek API request to {self._shown_url}"
+        """How failures before a response begin (SPEC section 5)."""
         # User info stays out of the request: httpx would turn it into Basic auth, replacing
         # the Bearer key, and print it in its request log line.
         self._endpoint = f"{_without_user_info(self._base_url)}/chat/completions"
@@ -271,7 +273,7 @@ class DeepSeekAdapter:
             write=self._idle_timeout,
             pool=self._connect_timeout,
         )
-        where = f"DeepSeek API request to {self._shown_url}"
+        where = self._where
         try:
             request = client.build_request(
                 "POST", self._endpoint, content=body, headers=headers, timeout=timeout
@@ -324,7 +326,7 @@ class DeepSeekAdapter:
         """Which of httpx's timers fired before any response, and after how long."""
         import httpx
 
-        where = f"DeepSeek API request to {self._shown_url}"
+        where = self._where
         if isinstance(exc, httpx.ConnectTimeout):
             what = f"timed out connecting after {_seconds(self._connect_timeout)}"
         elif isinstance(exc, httpx.PoolTimeout):
@@ -582,6 +584,7 @@ class _StreamState:
         run: list[str] = []  # consecutive pieces of one kind, merged into one event
         run_is_text = True
         failure: LlmError | None = None
+        content = False  # a non-empty delta among these items
         decode = _DECODER.raw_decode
         for item in items:
             if isinstance(item, str):
@@ -643,6 +646,7 @@ class _StreamState:
                                 run = []
                             run_is_text = False
                         run.append(reasoning)
+                        content = True
                     if text:
                         if text.__class__ is not str:
                             failure = self._malformed(f"has a non-text delta: {_quote(data)}")
@@ -653,6 +657,7 @@ class _StreamState:
                                 run = []
                             run_is_text = True
                         run.append(text)
+                        content = True
                 finish = choice.get("finish_reason")
                 if finish:
                     self.finish_reason = str(finish)
@@ -667,9 +672,8 @@ class _StreamState:
                 events.append(_usage(usage))
         if run:
             events.append(_delta(run, run_is_text))
+        if content:
             self.has_content = True
-        elif not self.has_content:
-            self.has_content = any(e.__class__ in _DELTAS for e in events)
         return events, failure
 
     def finish(self) -> Finish | LlmError:
@@ -702,7 +706,6 @@ class _StreamState:
 
 
 _KEEP_ALIVE = KeepAlive()
-_DELTAS = (TextDelta, ReasoningDelta)
 
 
 def _delta(run: list[str], is_text: bool) -> Event:

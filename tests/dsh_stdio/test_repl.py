@@ -201,3 +201,48 @@ def test_server_words_in_an_outcome_line_are_neutralised(
     screen = transcript.getvalue()
     assert "boom ^[[2J^[]0;pwned^G end" in screen
     assert "\x1b[2J" not in screen and "\x07" not in screen
+
+
+def test_slash_commands(dsh_env: dict[str, str], home: Path, stub: StubServer) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("/help")
+    for name in ("/help", "/exit", "/new", "/model NAME", "/session"):
+        child.expect_exact(name)
+    child.expect_exact(PROMPT)
+    child.sendline("/session")
+    child.expect(r"session (\S+)\r\n")
+    first = child.match.group(1)
+    child.expect_exact(PROMPT)
+    child.sendline("/model deepseek-v4-pro")
+    child.expect_exact("model: deepseek-v4-pro")
+    child.expect_exact(PROMPT)
+    child.sendline("which model")
+    child.expect_exact("You said: which model")
+    child.expect_exact(PROMPT)
+    assert stub.requests[-1]["model"] == "deepseek-v4-pro"
+    child.sendline("/new")
+    child.expect(r"new session (\S+)\r\n")
+    second = child.match.group(1)
+    assert second != first
+    child.expect_exact(PROMPT)
+    child.sendline("fresh start")
+    child.expect_exact("You said: fresh start")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+    # The new session starts empty and keeps the chosen model.
+    assert [m["content"] for m in stub.requests[-1]["messages"]] == ["fresh start"]
+    assert stub.requests[-1]["model"] == "deepseek-v4-pro"
+    assert len(list(home.rglob("session.jsonl"))) == 2
+
+
+def test_waiting_indicator_says_when_the_server_is_busy(dsh_env: dict[str, str]) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("are you busy")
+    child.expect_exact("… waiting for the model")
+    child.expect_exact("… server busy, waiting")  # keep-alive comments arrive first
+    child.expect_exact("You said: are you busy")
+    child.expect(r"tokens in \d+ \(cached \d+\) / out \d+, \d+\.\d\d s")  # the usage line
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
