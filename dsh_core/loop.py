@@ -313,7 +313,7 @@ class Conversation:
         return (
             f"the conversation no longer fits the model's context window (about {needed:,} "
             f"tokens estimated, the window is {self.context_window:,}): start a fresh session "
-            "with /new, or shorten the message"
+            "(/new, or dsh without --continue), or shorten the message"
         )
 
     def _too_large(self, size: int) -> str:

@@ -561,7 +561,8 @@ def test_a_conversation_that_outgrew_the_window_is_rejected(
         2,
         "rejected",
         reason="the conversation no longer fits the model's context window (about 101 tokens "
-        "estimated, the window is 100): start a fresh session with /new, or shorten the message",
+        "estimated, the window is 100): start a fresh session (/new, or dsh without --continue), "
+        "or shorten the message",
     )
 
 

@@ -706,7 +706,7 @@ def test_gigantic_line_of_text(stub: StubServer, home: Path) -> None:
     assert re.fullmatch(
         r"\[turn rejected\] the conversation no longer fits the model's context window "
         r"\(about 2,5\d\d,\d\d\d tokens estimated, the window is 128,000\): start a fresh "
-        r"session with /new, or shorten the message",
+        r"session \(/new, or dsh without --continue\), or shorten the message",
         rejection,
     ), rejection
     assert run.returncode == 1

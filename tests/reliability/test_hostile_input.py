@@ -139,7 +139,7 @@ def test_fifty_megabyte_answer(stub: StubServer, env: dict[str, str]) -> None:
     assert re.fullmatch(
         r"\[turn rejected\] the conversation no longer fits the model's context window "
         r"\(about 15,7\d\d,\d\d\d tokens estimated, the window is 128,000\): start a fresh "
-        r"session with /new, or shorten the message\n",
+        r"session \(/new, or dsh without --continue\), or shorten the message\n",
         run.stdout,
     ), run.stdout[:300]
     assert run.returncode == 1
