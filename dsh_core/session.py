@@ -27,6 +27,7 @@ left open is closed by appending ``turn/end {kind: "interrupted"}``. Every repai
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -283,6 +284,20 @@ class SessionLog:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+    def discard_if_empty(self) -> bool:
+        """Close, and delete the log and its directory if no event was ever written.
+
+        A session nobody used (dsh started and left without a turn) would otherwise be the
+        newest one, and ``--continue`` would pick it over the conversation before it.
+        """
+        if self.events:
+            return False
+        self.close()
+        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # something else lives there: leave the directory
+            self.path.parent.rmdir()
+        return True
 
     def _roll_back(self, error: OSError) -> None:
         assert self._fd is not None

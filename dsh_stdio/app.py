@@ -108,8 +108,13 @@ class Session:
         self.conversation = Conversation(
             self.model, log, model_name=old.model_name, max_tokens=self.config.max_tokens
         )
-        old.log.close()
+        self._close_log(old.log)
         return log
+
+    def _close_log(self, log: SessionLog) -> None:
+        # An unused session is not kept: --continue should find the conversation before it.
+        if not log.discard_if_empty():
+            log.close()
 
     def view(self, out: TextIO, err: TextIO, *, terminal: bool) -> TurnView:
         """A TurnView for the next turn, wired so that a stdout that fails cancels the turn."""
@@ -169,7 +174,7 @@ class Session:
         return end
 
     async def close(self) -> None:
-        self.conversation.log.close()
+        self._close_log(self.conversation.log)
         await self.model.close()
 
 

@@ -528,3 +528,17 @@ def test_newest_refuses_rather_than_skips_a_damaged_session(store: SessionStore)
     log.path.write_bytes(b"garbage\n")
     with pytest.raises(SessionLogError):
         store.newest(CWD)
+
+
+def test_an_unused_session_is_discarded_and_a_used_one_kept(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    used = store.create(tmp_path)
+    used.append("turn/start", {"turn": 1, "model": "m"}, durable=True)
+    assert used.discard_if_empty() is False
+    used.close()
+    unused = store.create(tmp_path)
+    assert unused.discard_if_empty() is True
+    assert not unused.path.exists() and not unused.path.parent.exists()
+    found = store.newest(tmp_path)
+    assert found is not None and found[0].id == used.id
+    found[0].close()

@@ -335,3 +335,12 @@ def test_demo_on_a_pipe_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         stream.close()
     assert b"Fatal Python error" not in err and b"Traceback" not in err
+
+
+def test_a_run_without_turns_leaves_no_session_behind(dsh_env: dict[str, str], home: Path) -> None:
+    assert run(dsh_env, stdin=b"remember this\n").returncode == 0
+    assert run(dsh_env, stdin=b"").returncode == 0  # started and left without a turn
+    assert len(list(home.rglob("session.jsonl"))) == 1
+    result = run(dsh_env, "--continue", stdin=b"and this\n")
+    assert result.stdout == "You said: and this\n"
+    assert [e["type"] for e in session_events(home)].count("user/message") == 2
