@@ -23,6 +23,7 @@ from dsh_core.chain import error_chain
 from dsh_core.errors import HarnessError
 from dsh_core.loop import DEFAULT_INPUT_LIMIT
 
+from .app import STDIN
 from .config import Config, StartupError, parse_config
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
@@ -31,9 +32,6 @@ __all__ = ["leave", "main", "run"]
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
-
-
-STDIN = 0
 
 
 def _startup_failed(exc: BaseException) -> int:
@@ -70,7 +68,10 @@ async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> 
         if terminal:
             from .repl import run_repl
 
-            return await run_repl(session, out, err)
+            try:
+                return await run_repl(session, out, err)
+            except StartupError as exc:  # the history file cannot be used
+                return _startup_failed(exc)
         if config.question is not None:
             return await run_one_shot(session, config.question, piped, out, err)
         return await run_pipe(session, STDIN, out, err)

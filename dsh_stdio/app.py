@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, TextIO
@@ -37,8 +37,10 @@ from .render import INTERRUPTED_LINE, neutralise, outcome_line, retry_notice, us
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_SIGHUP",
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
+    "STDIN",
     "Session",
     "Stopper",
     "TurnView",
@@ -50,6 +52,10 @@ EXIT_FAILED = 1
 """A turn of this run ended ``error`` or ``rejected``."""
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+EXIT_SIGHUP = 129
+
+STDIN = 0
+"""Standard input's descriptor: read with os.read, never through sys.stdin's buffer."""
 
 
 def turn_status(end: TurnEnd) -> int:
@@ -189,6 +195,7 @@ class Stopper:
     REASONS: ClassVar[dict[signal.Signals, tuple[str, int]]] = {
         signal.SIGINT: ("user", EXIT_SIGINT),
         signal.SIGTERM: ("shutdown", EXIT_SIGTERM),
+        signal.SIGHUP: ("shutdown", EXIT_SIGHUP),  # the terminal went away
     }
     """The abort reason a signal records, and the exit status it leaves with."""
 
@@ -392,6 +399,29 @@ class TurnView:
         if end.kind in ("completed", "max-tokens"):
             self.notice(usage_line(self.usage, time.monotonic() - self.started))
             self.flush()
+
+
+@contextlib.contextmanager
+def quiet_terminal(fd: int) -> Iterator[None]:
+    """While a turn runs, the terminal does not echo what is typed.
+
+    Otherwise Ctrl-C shows as ``^C`` in front of the outcome line and text typed ahead lands
+    in the middle of the answer. Keys still count: Ctrl-C still sends SIGINT, and what was
+    typed ahead waits for the next prompt. A no-op when ``fd`` is not a terminal.
+    """
+    if not os.isatty(fd):
+        yield
+        return
+    import termios
+
+    saved = termios.tcgetattr(fd)
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)  # lflags
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def colour_wanted(stream: TextIO) -> bool:

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TextIO
 
-from .app import EXIT_FAILED, EXIT_OK, Session, Stopper, turn_status
+from .app import EXIT_FAILED, EXIT_OK, STDIN, Session, Stopper, quiet_terminal, turn_status
 
 __all__ = ["LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
@@ -122,7 +122,7 @@ _CHUNK = 1 << 16
 
 async def run_pipe(session: Session, stdin: int, out: TextIO, err: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
-    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM)
+    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     reader = LineReader(stdin, session.conversation.input_limit)
     status = EXIT_OK
     try:
@@ -169,7 +169,7 @@ async def run_one_shot(
     session: Session, question: str, piped: str | Overlong | None, out: TextIO, err: TextIO
 ) -> int:
     """One turn for ``dsh "question"``; piped input is appended after a blank line."""
-    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM)
+    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     view = session.view(out, err, terminal=out.isatty())
     try:
         if isinstance(piped, Overlong):
@@ -177,7 +177,9 @@ async def run_one_shot(
             end = session.reject_oversized(size, view)
         else:
             text = question if not piped or not piped.strip() else f"{question}\n\n{piped}"
-            end = await session.run_turn(text, view)
+            view.show_waiting()
+            with quiet_terminal(STDIN):
+                end = await session.run_turn(text, view)
     except asyncio.CancelledError:
         if stopper.status is None:
             raise

@@ -18,7 +18,11 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
-from .app import EXIT_OK, Session, Stopper
+from dsh_core.chain import error_chain
+
+from .app import EXIT_OK, STDIN, Session, Stopper, quiet_terminal
+from .config import StartupError
+from .render import neutralise
 
 __all__ = ["COMMANDS", "run_repl"]
 
@@ -42,13 +46,33 @@ def _create_prompt_bindings() -> KeyBindings:
     return bindings
 
 
-def _private_history(home: Path) -> FileHistory:
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = home / "history"
-    # Create it 0600 before prompt_toolkit opens it for appending with the default mode.
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    os.chmod(path, 0o600)
-    return FileHistory(str(path))
+class _History(FileHistory):
+    """prompt_toolkit's file history, private (0600), and unable to crash the REPL.
+
+    A history line that cannot be written (a full disk) is reported once, as one line, and
+    the REPL goes on: losing the Up-arrow copy of a line is no reason to stop a chat.
+    """
+
+    def __init__(self, home: Path, out: TextIO) -> None:
+        path = home / "history"
+        try:
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Created 0600 before prompt_toolkit opens it for appending with the default mode.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            os.chmod(path, 0o600)
+        except OSError as exc:
+            raise StartupError(f"cannot use the history file {path}") from exc
+        super().__init__(str(path))
+        self._out = out
+        self._failed = False
+
+    def store_string(self, string: str) -> None:
+        try:
+            super().store_string(string)
+        except OSError as exc:
+            if not self._failed:
+                self._failed = True
+                self._out.write(f"dsh: history not saved: {neutralise(error_chain(exc))}\n")
 
 
 def _help_text() -> str:
@@ -101,12 +125,12 @@ class _Commands:
 async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
     """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
     prompt: PromptSession[str] = PromptSession(
-        history=_private_history(session.config.home),
+        history=_History(session.config.home, out),
         key_bindings=_create_prompt_bindings(),
     )
     commands = _Commands(session, out)
     loop = asyncio.get_running_loop()
-    stopper = Stopper(session, signal.SIGTERM)  # prompt_toolkit leaves SIGTERM alone
+    stopper = Stopper(session, signal.SIGTERM, signal.SIGHUP)  # prompt_toolkit leaves these
     out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
     out.flush()
     try:
@@ -129,7 +153,8 @@ async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
                 continue
             view = session.view(out, err, terminal=True)
             view.show_waiting()
-            await session.run_turn(line, view)
+            with quiet_terminal(STDIN):
+                await session.run_turn(line, view)
     except asyncio.CancelledError:
         if stopper.status is None:
             raise

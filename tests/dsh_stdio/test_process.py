@@ -147,7 +147,11 @@ def start_slow_turn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize(
     ("sig", "status", "reason"),
-    [(signal.SIGTERM, 143, "shutdown"), (signal.SIGINT, 130, "user")],
+    [
+        (signal.SIGTERM, 143, "shutdown"),
+        (signal.SIGINT, 130, "user"),
+        (signal.SIGHUP, 129, "shutdown"),  # the terminal went away
+    ],
 )
 @pytest.mark.parametrize("one_shot", [False, True])
 def test_signal_mid_turn(

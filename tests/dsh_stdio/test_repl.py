@@ -167,6 +167,7 @@ def test_ctrl_c_twice_during_a_turn_still_only_cancels_it(dsh_env: dict[str, str
         child.kill(signal.SIGINT)
         child.kill(signal.SIGINT)  # right after: must not find Python's KeyboardInterrupt
         child.expect_exact("[turn aborted] user")
+        assert "^C" not in child.before  # the tty does not echo during a turn
     child.expect_exact(PROMPT)
     child.sendline("still alive")
     child.expect_exact("You said: still alive")
@@ -246,3 +247,33 @@ def test_waiting_indicator_says_when_the_server_is_busy(dsh_env: dict[str, str])
     child.expect(r"tokens in \d+ \(cached \d+\) / out \d+, \d+\.\d\d s")  # the usage line
     child.expect_exact(PROMPT)
     assert leave(child) == 0
+
+
+def test_typed_ahead_text_waits_for_the_prompt(dsh_env: dict[str, str]) -> None:
+    child, transcript = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("are you busy")  # keep-alives for a few seconds, then the answer
+    child.expect_exact("… server busy, waiting")
+    child.send("typed ahead")  # not echoed into the answer
+    child.expect_exact("You said: are you busy")
+    child.expect_exact(PROMPT)
+    child.expect_exact("typed ahead")  # it comes back at the next prompt
+    child.send("\r")
+    child.expect_exact("You said: typed ahead")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0
+    answer = transcript.getvalue().split("are you busy")[1].split("You said: are you busy")[0]
+    assert "typed ahead" not in answer
+
+
+def test_history_path_that_is_a_directory_is_a_startup_failure(
+    dsh_env: dict[str, str], home: Path
+) -> None:
+    (home / "history").mkdir(parents=True)
+    child, transcript = spawn(dsh_env)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    assert transcript.getvalue().strip().startswith(
+        f"dsh: startup failed: cannot use the history file {home / 'history'}: [Errno 21]"
+    )
