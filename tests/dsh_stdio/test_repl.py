@@ -274,6 +274,10 @@ def test_history_path_that_is_a_directory_is_a_startup_failure(
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 2
-    assert transcript.getvalue().strip().startswith(
-        f"dsh: startup failed: cannot use the history file {home / 'history'}: [Errno 21]"
+    assert (
+        transcript.getvalue()
+        .strip()
+        .startswith(
+            f"dsh: startup failed: cannot use the history file {home / 'history'}: [Errno 21]"
+        )
     )
