@@ -54,7 +54,6 @@ from .llm import (
     Message,
     ReasoningDelta,
     RetryNotice,
-    Role,
     TextDelta,
     Usage,
 )
@@ -155,6 +154,16 @@ def _message_tokens(message: Message) -> int:
     return estimate_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
 
 
+def _append_merged(messages: list[Message], message: Message) -> int:
+    """Append ``message``, joined to the last one if it has the same role; the token change."""
+    if messages and messages[-1].role == message.role:
+        before = _message_tokens(messages[-1])
+        messages[-1] = Message(message.role, f"{messages[-1].content}\n\n{message.content}")
+        return _message_tokens(messages[-1]) - before
+    messages.append(message)
+    return _message_tokens(message)
+
+
 def _size_text(size: int) -> str:
     """``1.2 KiB``: rounded up, so a message just over a limit never reads as equal to it."""
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -246,6 +255,9 @@ class Conversation:
         self._log_failure: FailureRecord | None = None
         """Why the log last refused a write, while the turn it left open is still open."""
         self._history: list[Message] = []
+        """The messages of the turns that ended with an answer."""
+        self._open_turn: list[Message] = []
+        """The messages of the turn that has started but not ended."""
         self._history_read = 0
         """Log events already folded into ``_history``."""
         self._history_tokens = 0
@@ -255,35 +267,38 @@ class Conversation:
     def history(self) -> list[Message]:
         """The messages the next request carries, derived from the log (a fresh list).
 
-        Every user message is kept, including those of failed turns, so "try again" works;
-        assistant text is kept when there is any, including ``interrupted`` text. A failed
-        turn leaves two user messages in a row; they are sent as one, joined by a blank line,
-        because some DeepSeek models refuse successive messages of the same role.
+        A turn is part of the conversation once the model answered it: completed, stopped at
+        the token limit, or cut after some text was shown (that text is kept, marked
+        ``interrupted`` in the log). A turn that failed, was cancelled or was rejected before
+        any answer is left out: its question would otherwise ride along with the next one and
+        change its meaning. It stays in the log. Two messages of one role in a row (an answer
+        with reasoning but no text) are sent as one, joined by a blank line, because some
+        DeepSeek models refuse successive messages of the same role.
         """
-        return list(self._derive_history())
+        return self._derive_history()
 
     def _derive_history(self) -> list[Message]:
         # Incremental: only events appended since the last call are read, so a turn costs
         # the same at turn 1,000 as at turn 10 (the log is append-only).
         events = self.log.events
-        messages = self._history
         for event in events[self._history_read :]:
             text = event.data.get("text")
-            if not isinstance(text, str):
-                continue
-            if event.type == "user/message":
-                role: Role = "user"
-            elif event.type == "assistant/message" and text:
-                role = "assistant"
-            else:
-                continue
-            if messages and messages[-1].role == role:
-                self._history_tokens -= _message_tokens(messages[-1])
-                messages[-1] = Message(role, f"{messages[-1].content}\n\n{text}")
-            else:
-                messages.append(Message(role, text))
-            self._history_tokens += _message_tokens(messages[-1])
+            if event.type == "user/message" and isinstance(text, str):
+                self._open_turn = [Message("user", text)]
+            elif event.type == "assistant/message" and isinstance(text, str) and text:
+                self._open_turn.append(Message("assistant", text))
+            elif event.type == "turn/end":
+                reason = event.data.get("reason")
+                kind = reason.get("kind") if isinstance(reason, dict) else None
+                answered = any(m.role == "assistant" for m in self._open_turn)
+                if answered or kind in ("completed", "max-tokens"):
+                    for message in self._open_turn:
+                        self._history_tokens += _append_merged(self._history, message)
+                self._open_turn = []
         self._history_read = len(events)
+        messages = list(self._history)
+        for message in self._open_turn:  # the turn being run now
+            _append_merged(messages, message)
         return messages
 
     @property

@@ -260,7 +260,9 @@ def test_reasoning_alone_is_kept_but_not_sent(
     assert data_of(log, "assistant/message") == [
         {"turn": 1, "text": "", "reasoning": "only thoughts", "interrupted": True}
     ]
-    assert conversation.history == [Message("user", "q")]
+    # Reasoning is never sent back, and no answer text was shown: the turn is not part of
+    # the conversation the next request carries.
+    assert conversation.history == []
 
 
 def test_an_observer_that_raises_fails_the_turn(
@@ -622,8 +624,8 @@ def test_resume_continues_numbering_and_history(
         assert model.requests[-1].messages == (
             Message("user", "first"),
             Message("assistant", "one"),
-            # The interrupted turn's message and the new one go as one user message.
-            Message("user", "lost\n\nagain"),
+            # The interrupted turn had no answer: its question is not sent again.
+            Message("user", "again"),
         )
 
 
@@ -711,3 +713,23 @@ def test_a_turn_left_open_by_a_failed_write_is_ended_before_the_next(
         "assistant/message",
         "turn/end",
     ]
+
+
+def test_turns_without_an_answer_are_left_out_of_the_history(
+    conversation: Conversation, model: ScriptedModel
+) -> None:
+    model.enqueue(
+        [TextDelta("one"), DONE],
+        LlmError("refused", "AUTH"),  # failed before any answer
+        [TextDelta("partial"), LlmError("cut", "TRANSPORT")],  # cut after some text
+        [TextDelta("four"), DONE],
+    )
+    for text in ("first", "second", "third", "fourth"):
+        run(conversation.run_turn(text))
+    assert model.requests[-1].messages == (
+        Message("user", "first"),
+        Message("assistant", "one"),
+        Message("user", "third"),
+        Message("assistant", "partial"),
+        Message("user", "fourth"),
+    )

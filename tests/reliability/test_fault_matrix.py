@@ -272,10 +272,7 @@ def test_stub_fault(case: StubCase, stub: StubServer, home: Path) -> None:
     run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
     line = f"[turn failed {case.code}] {case.message.replace('{url}', stub.url)}"
     shown = f"{case.shown}\n" if case.shown else ""
-    # A failed turn's message stays in the history; without an answer between them, the next
-    # request sends both messages as one, and the stub echoes it.
-    echo = "the next line" if case.shown else "the fault\n\nthe next line"
-    assert run.stdout == f"{shown}{line}\nYou said: {echo}\n"
+    assert run.stdout == f"{shown}{line}\nYou said: the next line\n"
     assert run.returncode == 1, run.stderr
     assert retry_notices(run.stderr) == []
     end = assert_turn_failed(run, line, case.code)
@@ -288,6 +285,10 @@ def test_stub_fault(case: StubCase, stub: StubServer, home: Path) -> None:
     else:
         assert [a["turn"] for a in answers] == [2]
     assert len(stub.requests) == 2
+    # A failed turn without an answer is not sent again; one with shown text is, with it.
+    sent = [(m["role"], m["content"]) for m in stub.requests[-1]["messages"]]
+    earlier = [("user", "the fault"), ("assistant", case.shown)] if case.shown else []
+    assert sent == [*earlier, ("user", "the next line")]
     assert_sane(run)
 
 
@@ -560,7 +561,7 @@ def test_retried_until_the_retries_run_out(name: str, exhausted: dict[str, Exhau
     assert len(run.of_type("retry")) == 4
     if name == "empty":
         # The stub answers the next line; the failed message travels with it.
-        assert lines[1:] == ["You said: the fault", "", "the next line"]
+        assert lines[1:] == ["You said: the next line"]  # the failed question is not resent
         assert case.connections == 6  # requests: five tries, then the next line
         assert run.turn_ends()[1] == {"kind": "completed"}
     else:
