@@ -812,7 +812,8 @@ def _retryable(exc: LlmError) -> bool:
 
 
 def _permanent(exc: BaseException) -> bool:
-    """A transport failure that a retry cannot fix: a refused certificate, an unknown host."""
+    """A transport failure that a retry cannot fix: a refused certificate, an unknown host,
+    TLS against a plain-HTTP port, a proxy that wants credentials, a URL we cannot use."""
     import httpx
 
     seen: set[int] = set()
@@ -821,6 +822,8 @@ def _permanent(exc: BaseException) -> bool:
         seen.add(id(link))
         if isinstance(link, ssl.SSLCertVerificationError):
             return True
+        if isinstance(link, ssl.SSLError) and link.reason == "WRONG_VERSION_NUMBER":
+            return True  # TLS spoken to a plain-HTTP port: an https:// URL that should be http://
         if isinstance(link, socket.gaierror) and link.errno in _UNKNOWN_HOST_ERRNOS:
             return True
         if isinstance(

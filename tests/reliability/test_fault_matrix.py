@@ -484,7 +484,6 @@ class Exhausted:
 def _exhausted_runs(tmp: Path) -> dict[str, Exhausted]:
     with ExitStack() as stack:
         refused_proxy = closed_port()
-        plain = stack.enter_context(FaultServer(not_tls))
         empty = stack.enter_context(StubServer())
         empty.enqueue(*[Empty()] * 5)
         unreached = f"http://127.0.0.1:{closed_port()}"
@@ -492,11 +491,6 @@ def _exhausted_runs(tmp: Path) -> dict[str, Exhausted]:
             "proxy-refuses": (
                 unreached,
                 {"HTTP_PROXY": f"http://127.0.0.1:{refused_proxy}"},
-                b"the fault\n" + OVERSIZED_LINE,
-            ),
-            "tls-on-plain-http": (
-                f"https://127.0.0.1:{plain.port}",
-                {},
                 b"the fault\n" + OVERSIZED_LINE,
             ),
             "empty": (empty.url, {}, TWO_LINES),
@@ -508,7 +502,6 @@ def _exhausted_runs(tmp: Path) -> dict[str, Exhausted]:
                 futures[name] = pool.submit(run_dsh, env, stdin=stdin, timeout=90)
         counts = {
             "proxy-refuses": 0,
-            "tls-on-plain-http": plain.connections,
             "empty": len(empty.requests),
         }
         details = {"proxy-refuses": str(refused_proxy)}
@@ -533,11 +526,6 @@ EXHAUSTED_PATTERNS = {
         "TRANSPORT",
         r"DeepSeek API request to {base} failed: All connection attempts failed: "
         r"\[Errno 111\] Connect call failed \('127\.0\.0\.1', {detail}\)",
-    ),
-    "tls-on-plain-http": (
-        "TRANSPORT",
-        r"DeepSeek API request to {base} failed: \[SSL: WRONG_VERSION_NUMBER\] "
-        r"wrong version number \(_ssl\.c:\d+\)",
     ),
     "empty": ("EMPTY_RESPONSE", r"DeepSeek API sent an empty answer"),
 }
@@ -740,6 +728,28 @@ def test_endless_line_is_refused(stub: StubServer, home: Path) -> None:
         r"without ending\n",
         run.stdout,
     ), run.stdout
+    assert_sane(run)
+
+
+# TLS spoken to a plain-HTTP port: an https:// URL that should be http://. Not retried.
+
+
+def test_tls_against_plain_http_is_a_transport_failure_not_retried(home: Path) -> None:
+    with FaultServer(not_tls) as plain:
+        base = f"https://127.0.0.1:{plain.port}"
+        run = run_dsh(child_env(base, home), stdin=b"the fault\n" + OVERSIZED_LINE)
+        connections = plain.connections
+    lines = run.stdout.splitlines()
+    assert re.fullmatch(
+        rf"\[turn failed TRANSPORT\] DeepSeek API request to {re.escape(base)} failed: "
+        r"\[SSL: WRONG_VERSION_NUMBER\] wrong version number \(_ssl\.c:\d+\)",
+        lines[0],
+    ), run.stdout
+    assert lines[1:] == [OVERSIZED_OUTCOME]  # the session goes on with the next line
+    assert retry_notices(run.stderr) == []
+    assert connections == 1
+    assert run.returncode == 1
+    assert_turn_failed(run, lines[0], "TRANSPORT")
     assert_sane(run)
 
 
