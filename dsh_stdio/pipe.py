@@ -145,6 +145,10 @@ async def run_pipe(session: Session, stdin: int, out: TextIO, err: TextIO) -> in
     finally:
         reader.close()
         stopper.remove()
+    if session.log_failed and stopper.status is None:
+        # Say why the rest of the input goes unanswered, rather than stop in silence.
+        err.write("dsh: stopped reading input: the session log cannot be written\n")
+        err.flush()
     return stopper.status if stopper.status is not None else status
 
 

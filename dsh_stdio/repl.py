@@ -79,7 +79,10 @@ def _help_text() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = [f"  {name.ljust(width)}  {what}" for name, what in COMMANDS.items()]
     return (
-        "commands:\n" + "\n".join(lines) + "\n  Alt-Enter inserts a newline; Ctrl-C cancels a turn."
+        "commands:\n"
+        + "\n".join(lines)
+        + "\n  Alt-Enter inserts a newline; Ctrl-C cancels a turn; start a message with // to"
+        " send one that begins with /."
     )
 
 
@@ -102,10 +105,9 @@ class _Commands:
                 log = self._session.new()
                 self._say(f"new session {log.id}")
             case "/model":
-                if not argument:
-                    self._say(
-                        f"model: {self._session.conversation.model_name} (usage: /model NAME)"
-                    )
+                if not argument or len(argument.split()) > 1:
+                    current = self._session.conversation.model_name
+                    self._say(f"model: {current} (usage: /model NAME, one word)")
                 else:
                     self._session.conversation.model_name = argument
                     self._say(f"model: {argument}")
@@ -127,6 +129,7 @@ async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
     prompt: PromptSession[str] = PromptSession(
         history=_History(session.config.home, out),
         key_bindings=_create_prompt_bindings(),
+        enable_suspend=True,  # Ctrl-Z at the prompt suspends, as it does during a turn
     )
     commands = _Commands(session, out)
     loop = asyncio.get_running_loop()
@@ -147,7 +150,9 @@ async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
             loop.add_signal_handler(signal.SIGINT, lambda: session.conversation.cancel("user"))
             if not line.strip():
                 continue
-            if line.startswith("/"):
+            if line.startswith("//"):
+                line = line[1:]  # "//etc/hosts ..." sends "/etc/hosts ..."
+            elif line.startswith("/"):
                 if not commands.run(line):
                     break
                 continue

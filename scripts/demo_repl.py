@@ -30,13 +30,15 @@ def _banner(base_url: str, home: str, own_home: bool) -> str:
             + (" (removed when the demo ends)" if own_home else ""),
             "Type anything for an answer; a message with one of these words shows an outcome:",
             *lines,
-            "Ctrl-C cancels a running turn; Ctrl-D or /exit leaves.",
+            "Ctrl-C cancels a running turn.",
             "",
         ]
     )
 
 
 def demo(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        sys.stdout.write("demo: --down points dsh at a closed port (the TRANSPORT chain).\n")
     down = "--down" in argv
     rest = [arg for arg in argv if arg != "--down"]
     own_home = not os.environ.get("DSH_HOME")

@@ -281,3 +281,15 @@ def test_history_path_that_is_a_directory_is_a_startup_failure(
             f"dsh: startup failed: cannot use the history file {home / 'history'}: [Errno 21]"
         )
     )
+
+
+def test_double_slash_sends_a_message_that_starts_with_a_slash(dsh_env: dict[str, str]) -> None:
+    child, _ = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("//etc/hosts explain")
+    child.expect_exact("You said: /etc/hosts explain")
+    child.expect_exact(PROMPT)
+    child.sendline("/model two words")
+    child.expect_exact("(usage: /model NAME, one word)")
+    child.expect_exact(PROMPT)
+    assert leave(child) == 0

@@ -408,3 +408,7 @@ def test_full_file_system_fails_the_turn_with_an_outcome_line(env: dict[str, str
     )
     assert result.returncode == 1
     assert b"internal error" not in result.stderr and b"Traceback" not in result.stderr
+    # The pipe stops there, and says why the next line ("five") went unanswered.
+    assert result.stderr.endswith(
+        b"dsh: stopped reading input: the session log cannot be written\n"
+    )
