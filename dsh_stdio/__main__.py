@@ -100,7 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         piped = None
         if config.question is not None:
             piped = read_piped_stdin(STDIN, DEFAULT_INPUT_LIMIT)
-        return asyncio.run(_run(config, terminal and config.question is None, piped))
+        run_session = _run(config, terminal and config.question is None, piped)
+        try:
+            return asyncio.run(run_session)
+        finally:
+            # If Ctrl-C came before asyncio.run started it, close it quietly: otherwise
+            # Python warns, at exit, that a coroutine was never awaited.
+            run_session.close()
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug of ours: one clear line, never a traceback
