@@ -69,12 +69,12 @@ async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> 
             from .repl import run_repl
 
             try:
-                return await run_repl(session, out, err)
+                return await run_repl(session, out)
             except StartupError as exc:  # the history file cannot be used
                 return _startup_failed(exc)
         if config.question is not None:
-            return await run_one_shot(session, config.question, piped, out, err)
-        return await run_pipe(session, STDIN, out, err)
+            return await run_one_shot(session, config.question, piped, out)
+        return await run_pipe(session, STDIN, out)
     finally:
         await session.close()
 

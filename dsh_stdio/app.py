@@ -122,7 +122,7 @@ class Session:
         if not log.discard_if_empty():
             log.close()
 
-    def view(self, out: TextIO, err: TextIO, *, terminal: bool) -> TurnView:
+    def view(self, out: TextIO, *, terminal: bool) -> TurnView:
         """A TurnView for the next turn, wired so that a stdout that fails cancels the turn."""
 
         def output_failed(exc: OSError) -> None:
@@ -130,7 +130,7 @@ class Session:
 
         return TurnView(
             out,
-            err,
+            self.err,
             terminal=terminal,
             show_reasoning=terminal or self.config.show_reasoning,
             colour=terminal and colour_wanted(out),
@@ -142,15 +142,22 @@ class Session:
         """The session cannot usefully go on: its log or stdout refused a write."""
         return self.log_failed or self.output_failed
 
+    def status(self, end: TurnEnd) -> int:
+        """The exit status this turn asks for, counting a log or stdout that failed."""
+        return EXIT_FAILED if self.broken else turn_status(end)
+
     async def run_turn(self, text: str, view: TurnView) -> TurnEnd:
         """Run one turn and show it; a log that cannot be written fails the turn, not dsh.
 
         The failure is shown as ``[turn failed SESSION_LOG] ...`` and ``log_failed`` is set: a
         pipe stops there, since nothing more can be stored; the REPL goes on, and the loop
-        ends the turn the failure left open before it starts the next.
+        ends the turn the failure left open before it starts the next. On a terminal, the
+        waiting indicator shows until the first token and typing is not echoed meanwhile.
         """
+        view.show_waiting()
         try:
-            end = await self.conversation.run_turn(text, on_event=view.on_event)
+            with quiet_terminal(STDIN):
+                end = await self.conversation.run_turn(text, on_event=view.on_event)
         except SessionLogError as exc:
             end = self._unrecorded(exc)
         return self._shown(end, view)

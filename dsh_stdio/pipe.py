@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TextIO
 
-from .app import EXIT_FAILED, EXIT_OK, STDIN, Session, Stopper, quiet_terminal, turn_status
+from .app import EXIT_OK, Session, Stopper
 
 __all__ = ["LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
@@ -120,17 +120,18 @@ class LineReader:
 _CHUNK = 1 << 16
 
 
-async def run_pipe(session: Session, stdin: int, out: TextIO, err: TextIO) -> int:
+async def run_pipe(session: Session, stdin: int, out: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
     stopper = Stopper(session, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     reader = LineReader(stdin, session.conversation.input_limit)
+    terminal = out.isatty()
     status = EXIT_OK
     try:
         while stopper.status is None and not session.broken:
             item = await reader.next()
             if item is None:
                 break
-            view = session.view(out, err, terminal=out.isatty())
+            view = session.view(out, terminal=terminal)
             if isinstance(item, Overlong):
                 end = session.reject_oversized(item.size, view)
             else:
@@ -138,7 +139,7 @@ async def run_pipe(session: Session, stdin: int, out: TextIO, err: TextIO) -> in
                 if not text.strip():
                     continue
                 end = await session.run_turn(text, view)
-            status = max(status, turn_status(end), EXIT_FAILED if session.broken else EXIT_OK)
+            status = max(status, session.status(end))
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
@@ -147,8 +148,8 @@ async def run_pipe(session: Session, stdin: int, out: TextIO, err: TextIO) -> in
         stopper.remove()
     if session.log_failed and stopper.status is None:
         # Say why the rest of the input goes unanswered, rather than stop in silence.
-        err.write("dsh: stopped reading input: the session log cannot be written\n")
-        err.flush()
+        session.err.write("dsh: stopped reading input: the session log cannot be written\n")
+        session.err.flush()
     return stopper.status if stopper.status is not None else status
 
 
@@ -170,26 +171,22 @@ def read_piped_stdin(stdin: int, limit: int) -> str | Overlong | None:
 
 
 async def run_one_shot(
-    session: Session, question: str, piped: str | Overlong | None, out: TextIO, err: TextIO
+    session: Session, question: str, piped: str | Overlong | None, out: TextIO
 ) -> int:
     """One turn for ``dsh "question"``; piped input is appended after a blank line."""
     stopper = Stopper(session, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    view = session.view(out, err, terminal=out.isatty())
+    view = session.view(out, terminal=out.isatty())
     try:
         if isinstance(piped, Overlong):
             size = len(question.encode("utf-8", "surrogatepass")) + 2 + piped.size
             end = session.reject_oversized(size, view)
         else:
             text = question if not piped or not piped.strip() else f"{question}\n\n{piped}"
-            view.show_waiting()
-            with quiet_terminal(STDIN):
-                end = await session.run_turn(text, view)
+            end = await session.run_turn(text, view)
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
         return stopper.status
     finally:
         stopper.remove()
-    if stopper.status is not None:
-        return stopper.status
-    return EXIT_FAILED if session.broken else turn_status(end)
+    return stopper.status if stopper.status is not None else session.status(end)

@@ -20,7 +20,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from dsh_core.chain import error_chain
 
-from .app import EXIT_OK, STDIN, Session, Stopper, quiet_terminal
+from .app import EXIT_OK, Session, Stopper
 from .config import StartupError
 from .render import neutralise
 
@@ -124,7 +124,7 @@ class _Commands:
         self._out.flush()
 
 
-async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
+async def run_repl(session: Session, out: TextIO) -> int:
     """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
     prompt: PromptSession[str] = PromptSession(
         history=_History(session.config.home, out),
@@ -156,10 +156,7 @@ async def run_repl(session: Session, out: TextIO, err: TextIO) -> int:
                 if not commands.run(line):
                     break
                 continue
-            view = session.view(out, err, terminal=True)
-            view.show_waiting()
-            with quiet_terminal(STDIN):
-                await session.run_turn(line, view)
+            await session.run_turn(line, session.view(out, terminal=True))
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
