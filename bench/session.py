@@ -21,9 +21,10 @@ import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dsh_core.llm import Finish, ScriptedModel, TextDelta, Usage
+from dsh_core.llm import Finish, TextDelta, Usage
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionStore
+from dsh_core.testing import ScriptedModel
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike

@@ -4,6 +4,7 @@ the session log. No terminal code lives here; ``dsh_stdio`` drives it.
 
 from __future__ import annotations
 
+from .approval import ApprovalPolicy as ApprovalPolicy
 from .chain import error_chain as error_chain
 from .deepseek import DeepSeekAdapter as DeepSeekAdapter
 from .deepseek import RetryPolicy as RetryPolicy
@@ -12,6 +13,8 @@ from .errors import HarnessError as HarnessError
 from .errors import LlmError as LlmError
 from .errors import SessionLogError as SessionLogError
 from .errors import UsageError as UsageError
+from .events import TurnEnd as TurnEnd
+from .llm import AssistantMessage as AssistantMessage
 from .llm import ChatModel as ChatModel
 from .llm import ChatRequest as ChatRequest
 from .llm import Event as Event
@@ -20,22 +23,34 @@ from .llm import KeepAlive as KeepAlive
 from .llm import Message as Message
 from .llm import ReasoningDelta as ReasoningDelta
 from .llm import RetryNotice as RetryNotice
-from .llm import ScriptedModel as ScriptedModel
+from .llm import SystemMessage as SystemMessage
 from .llm import TextDelta as TextDelta
+from .llm import ToolCall as ToolCall
+from .llm import ToolCallRequest as ToolCallRequest
+from .llm import ToolMessage as ToolMessage
+from .llm import ToolSpec as ToolSpec
 from .llm import Usage as Usage
+from .llm import UserMessage as UserMessage
 from .loop import Conversation as Conversation
 from .loop import PreTurnHook as PreTurnHook
-from .loop import TurnEnd as TurnEnd
+from .loop import ToolFinished as ToolFinished
+from .loop import ToolStarting as ToolStarting
 from .loop import TurnFailed as TurnFailed
 from .session import LoadReport as LoadReport
 from .session import SessionEvent as SessionEvent
 from .session import SessionInfo as SessionInfo
 from .session import SessionLog as SessionLog
 from .session import SessionStore as SessionStore
+from .tools import Tool as Tool
+from .tools import Toolbox as Toolbox
+from .tools import ToolError as ToolError
+from .tools import ToolOutput as ToolOutput
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalPolicy",
+    "AssistantMessage",
     "ChatModel",
     "ChatRequest",
     "Conversation",
@@ -52,17 +67,28 @@ __all__ = [
     "ReasoningDelta",
     "RetryNotice",
     "RetryPolicy",
-    "ScriptedModel",
     "SessionEvent",
     "SessionInfo",
     "SessionLog",
     "SessionLogError",
     "SessionStore",
+    "SystemMessage",
     "TextDelta",
+    "Tool",
+    "ToolCall",
+    "ToolCallRequest",
+    "ToolError",
+    "ToolFinished",
+    "ToolMessage",
+    "ToolOutput",
+    "ToolSpec",
+    "ToolStarting",
+    "Toolbox",
     "TurnEnd",
     "TurnFailed",
     "Usage",
     "UsageError",
+    "UserMessage",
     "__version__",
     "error_chain",
 ]

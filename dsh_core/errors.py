@@ -15,11 +15,13 @@ into the message would render it twice.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
     "AUTH",
     "CONTENT_FILTER",
     "CONTEXT_WINDOW_EXCEEDED",
@@ -33,6 +35,11 @@ __all__ = [
     "SESSION_LOG",
     "STREAM_CLOSED",
     "TIMEOUT",
+    "TOOL_FAILED",
+    "TOOL_NOT_RUN",
+    "TOOL_NOT_STARTED",
+    "TOOL_OUTCOME_UNKNOWN",
+    "TOOL_REFUSED",
     "TRANSPORT",
     "UNKNOWN",
     "FailureRecord",
@@ -76,6 +83,20 @@ UNKNOWN = "UNKNOWN"
 """Anything that is not a HarnessError."""
 SESSION_LOG = "SESSION_LOG"
 """The session log could not be read or written."""
+
+# Tool results (SPEC sections 7 and 8): what the model reads after "Error: ", never a turn's end.
+TOOL_FAILED = "TOOL_FAILED"
+"""The tool ran and failed: a missing file, bad arguments, a timeout; the message says which."""
+TOOL_REFUSED = "TOOL_REFUSED"
+"""The call was not approved: the person said no, or there was no terminal to ask."""
+TOOL_NOT_RUN = "TOOL_NOT_RUN"
+"""The call was never run: the step stopped at the output token limit."""
+ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+"""The turn was cancelled before this call started."""
+TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
+"""Found on load: the model asked for the call, and the process died before it started."""
+TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+"""Found on load: the call was running when the process died; what it did is unknown."""
 
 
 def http_status_code(status: int) -> str:
@@ -176,7 +197,7 @@ class FailureRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FailureRecord:
+    def from_json(cls, data: Mapping[str, Any]) -> FailureRecord:
         """Read a record back from the session log; tolerant of missing optional fields."""
         return cls(
             code=str(data.get("code", UNKNOWN)),

@@ -4,25 +4,32 @@ A provider is anything with the :class:`ChatModel` shape: ``stream(request)`` re
 iterator of :data:`Event` values and raises :class:`~dsh_core.errors.LlmError` on failure.
 Cancelling the task that consumes the stream cancels the request.
 
-    async for event in model.stream(ChatRequest(model="deepseek-v4-flash", messages=history)):
+    request = ChatRequest(model="deepseek-v4-flash", messages=(UserMessage("hi"),))
+    async for event in model.stream(request):
         match event:
             case TextDelta(text=text):
                 print(text, end="")
+            case ToolCallRequest(call=call):
+                ...  # the model asks for a tool; its result goes into the next request
             ...
 
-:class:`ScriptedModel` is the fake shipped beside the seam (as httpx ships ``MockTransport``):
-tests and fixtures queue the events, or the exception, each request will produce.
+One request is one *step* of a turn. A step that asks for tools ends with
+``Finish("tool-calls")`` after one :class:`ToolCallRequest` per call, in the model's order; the
+loop runs them and sends their results as :class:`ToolMessage` values in the next request.
+
+:class:`dsh_core.testing.ScriptedModel` is the fake shipped beside the seam (as httpx ships
+``MockTransport``): tests and fixtures queue the events, or the exception, each request will
+produce.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 __all__ = [
+    "AssistantMessage",
     "ChatModel",
     "ChatRequest",
     "Event",
@@ -33,31 +40,96 @@ __all__ = [
     "ReasoningDelta",
     "RetryNotice",
     "Role",
-    "ScriptedModel",
+    "SystemMessage",
     "TextDelta",
+    "ToolCall",
+    "ToolCallRequest",
+    "ToolMessage",
+    "ToolSpec",
     "Usage",
+    "UserMessage",
 ]
 
-Role = Literal["system", "user", "assistant"]
-FinishReason = Literal["stop", "max-tokens"]
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "max-tokens", "tool-calls"]
+"""How a step ended normally: an answer, the output token limit, or a request for tools."""
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
-    """One message of the conversation as the model sees it."""
+class ToolCall:
+    """One call the model asked for."""
 
-    role: Role
+    id: str
+    """The provider's call id; the result is sent back under it."""
+    name: str
+    """The tool's name, as the model wrote it (it may name no tool we have)."""
+    arguments: str
+    """The arguments exactly as the model wrote them: a JSON object when the model got it
+    right. Sent back unchanged in later requests; parsed only by the loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """What the model is told before the conversation: who it is, where, with which tools."""
+
     content: str
+    role: ClassVar[Role] = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """What the person typed."""
+
+    content: str
+    role: ClassVar[Role] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """One step's answer: text, the reasoning behind it, and the tools it asked for."""
+
+    content: str = ""
+    reasoning: str | None = None
+    """DeepSeek ``reasoning_content``. Sent back only with ``tool_calls`` (thinking mode needs
+    it there, and ignores it elsewhere)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    role: ClassVar[Role] = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMessage:
+    """The result of one tool call, answered under its call id."""
+
+    tool_call_id: str
+    content: str
+    role: ClassVar[Role] = "tool"
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+"""One message of the conversation as the model sees it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model is told about it."""
+
+    name: str
+    """``[a-zA-Z0-9_-]{1,64}``, as providers require."""
+    description: str
+    parameters: Mapping[str, Any] = field(hash=False)
+    """A JSON schema object for the arguments."""
 
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """A provider-neutral chat request."""
+    """A provider-neutral chat request: one step."""
 
     model: str
     """The model name, e.g. ``deepseek-v4-flash``."""
     messages: tuple[Message, ...]
-    """The whole history, oldest first, ending with the new user message."""
+    """The whole history, oldest first."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools the model may call; empty sends none."""
     max_tokens: int | None = None
     """Output token limit; ``None`` leaves it to the provider."""
     temperature: float | None = None
@@ -85,6 +157,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """A complete tool call, delivered when the step's stream has ended."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts for the request, as the provider reported them."""
 
@@ -102,7 +181,7 @@ class KeepAlive:
 
 @dataclass(frozen=True, slots=True)
 class RetryNotice:
-    """A transient failure before any delta; the request is retried after ``delay`` seconds."""
+    """A transient failure before anything was shown; the request is retried after ``delay``."""
 
     attempt: int
     """1 for the first retry."""
@@ -115,12 +194,13 @@ class RetryNotice:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The stream ended normally."""
+    """The step's stream ended normally."""
 
     reason: FinishReason
 
 
-Event = ReasoningDelta | TextDelta | Usage | KeepAlive | RetryNotice | Finish
+Event = ReasoningDelta | TextDelta | ToolCallRequest | Usage | KeepAlive | RetryNotice | Finish
+"""What a model stream yields, in order; a ``Finish`` is last."""
 
 
 class ChatModel(Protocol):
@@ -133,43 +213,3 @@ class ChatModel(Protocol):
     async def close(self) -> None:
         """Release connections; the model is not used afterwards."""
         ...
-
-
-Script = list[Event | BaseException] | BaseException
-
-
-@dataclass
-class ScriptedModel:
-    """A ChatModel that plays queued scripts, one per request (tests and fixtures).
-
-    Each script is a list of events, optionally ending with an exception to raise after them,
-    or an exception alone. ``requests`` records every request received.
-    """
-
-    scripts: deque[Script] = field(default_factory=deque)
-    requests: list[ChatRequest] = field(default_factory=list)
-    delay: float = 0.0
-    """Seconds to sleep before each event, so tests can cancel mid-stream."""
-
-    def enqueue(self, *scripts: Script) -> None:
-        self.scripts.extend(scripts)
-
-    def extend(self, scripts: Iterable[Script]) -> None:
-        self.scripts.extend(scripts)
-
-    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
-        self.requests.append(request)
-        if not self.scripts:
-            raise AssertionError("ScriptedModel: no script queued for this request")
-        script = self.scripts.popleft()
-        if isinstance(script, BaseException):
-            raise script
-        for item in script:
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    async def close(self) -> None:
-        return None

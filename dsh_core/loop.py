@@ -1,38 +1,29 @@
 """The agent loop: one conversation bound to one session log, run a turn at a time.
 
-    conversation = Conversation(model, log, model_name="deepseek-v4-flash")
-    end = await conversation.run_turn("hello", on_event=show)
+    conversation = Conversation(model, log, model_name="deepseek-v4-flash", toolbox=tools)
+    end = await conversation.run_turn("fix the failing test", on_event=show)
     if end.kind == "error":
         print(f"[turn failed {end.failure.code}] {end.failure.message}")
 
-A turn writes, in order::
+A turn is one or more *steps*; a step is one request to the model. When the answer asks for
+tool calls, the loop runs them one at a time, in the model's order, and sends their results in
+the next step, until the model answers without calls, the step limit is reached, a step fails,
+or the turn is cancelled. What each step writes, and when it is fsynced, is listed in
+:mod:`dsh_core.events`; the design note is ``docs/notes/2026-12-01-agent-steps.md``.
 
-    turn/start      {turn, model}                                   \\ one fsync, before the
-    user/message    {turn, text}                                    / request is sent
-    retry           {turn, attempt, max_retries, delay, code, message, ...}   (per retry notice)
-    assistant/message {turn, text, reasoning?, interrupted?}        (see below)
-    usage           {turn, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens}
-    turn/end        {turn, reason: {kind, ...}}                      fsync
-
-``assistant/message`` is written for every ``completed`` and ``max-tokens`` turn, and for an
-``error`` or ``aborted`` turn only when the stream had already delivered text or reasoning; then it
-carries ``interrupted: true`` and its text is part of the next request. Streamed deltas are
-collected in memory and never written one by one. A ``rejected`` turn writes only
-``turn/start`` and ``turn/end``: the refused message (possibly megabytes) is not stored.
-
-Every turn ends with exactly one :class:`TurnEnd`. The failure of an ``error`` turn is stored as
-a :class:`~dsh_core.errors.FailureRecord` whose message is ``error_chain`` of the exception; the
-live :class:`TurnFailed` event carries the raw exception for consumers that route on it.
+Every turn ends with exactly one :class:`~dsh_core.events.TurnEnd`, and before it, every call
+the model asked for has its result in the log, so the next request is always valid: calls not
+run get ``ABORTED_BEFORE_DISPATCH`` (cancelled), ``TOOL_NOT_RUN`` (output limit) or the refusal.
 
 Cancellation: :meth:`Conversation.cancel` records a reason and cancels the task running the
-turn. While a reason is set, *anything* raised out of the stream (``CancelledError``, the
-adapter's ``LlmError(ABORTED)``, ...) ends the turn ``aborted`` with that reason, and
-``run_turn`` returns normally: the cancellation was asked for and has been handled. A
-cancellation that did not come through :meth:`Conversation.cancel` (``asyncio.run`` shutting
-down, a timeout around ``run_turn``) is recorded as ``aborted``, reason ``cancelled``, and then
-propagates as ``CancelledError`` (even when the adapter turned it into ``LlmError(ABORTED)``),
-because whoever cancelled the task is waiting for it to stop. An ``LlmError(ABORTED)`` with no
-cancellation pending is recorded as ``aborted`` too, never as ``error``, and returned.
+turn while it waits on the model, on an approval question or on a running tool: one cancellable
+phase for all three. While a reason is set, *anything* raised out of the step (``CancelledError``,
+the adapter's ``LlmError(ABORTED)``, ...) ends the turn ``aborted`` with that reason, and
+``run_turn`` returns normally. A cancellation that did not come through :meth:`cancel`
+(``asyncio.run`` shutting down, a timeout around ``run_turn``) is recorded as ``aborted``, reason
+``cancelled``, and then propagates as ``CancelledError``, because whoever cancelled the task is
+waiting for it to stop. An ``LlmError(ABORTED)`` with no cancellation pending is recorded as
+``aborted`` too, never as ``error``.
 """
 
 from __future__ import annotations
@@ -42,31 +33,64 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, assert_never
 
-from .errors import ABORTED, SESSION_LOG, FailureRecord, LlmError, SessionLogError, UsageError
+from .approval import ApprovalPolicy, allowed
+from .errors import (
+    ABORTED,
+    ABORTED_BEFORE_DISPATCH,
+    CONTEXT_WINDOW_EXCEEDED,
+    SESSION_LOG,
+    TOOL_NOT_RUN,
+    FailureRecord,
+    HarnessError,
+    LlmError,
+    SessionLogError,
+    UsageError,
+)
+from .events import (
+    ApprovalDecided,
+    AssistantStep,
+    RetryScheduled,
+    StepUsage,
+    SystemPrompt,
+    ToolCallStarted,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UserText,
+)
+from .history import History, closing_records, message_tokens
 from .llm import (
     ChatModel,
     ChatRequest,
     Event,
     Finish,
+    KeepAlive,
     Message,
     ReasoningDelta,
     RetryNotice,
     TextDelta,
+    ToolCall,
+    ToolCallRequest,
     Usage,
+    UserMessage,
 )
 from .session import SessionLog
+from .tools.base import Toolbox, ToolError, ToolOutput
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_INPUT_LIMIT",
+    "DEFAULT_MAX_STEPS",
     "Conversation",
+    "LoopEvent",
+    "Observer",
     "PreTurnHook",
-    "TurnEnd",
+    "ToolFinished",
+    "ToolStarting",
     "TurnFailed",
-    "estimate_tokens",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,47 +104,8 @@ DEFAULT_INPUT_LIMIT = 256 * 1024
 DEFAULT_CONTEXT_WINDOW = 128_000
 """Tokens: the window of DeepSeek's current chat models."""
 
-MESSAGE_OVERHEAD_TOKENS = 4
-"""Tokens each message costs beyond its text (role and separators), for the estimate."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnd:
-    """How a turn ended: what ``turn/end`` stores and ``run_turn`` returns."""
-
-    turn: int
-    """1 for the first turn of a session."""
-    kind: str
-    """``completed``, ``error``, ``aborted``, ``rejected``, ``interrupted`` or ``max-tokens``;
-    kinds from newer versions read from disk pass through unchanged."""
-    failure: FailureRecord | None = None
-    """For ``error``: the code, ``error_chain`` message, and the server's details."""
-    reason: str | None = None
-    """For ``aborted`` (``user``, ``shutdown``, ...) and ``rejected`` (what to do next)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``turn/end`` data: ``{turn, reason: {kind, ...}}``."""
-        reason: dict[str, Any] = {"kind": self.kind}
-        if self.failure is not None:
-            reason.update(self.failure.to_json())
-        if self.reason is not None:
-            reason["reason"] = self.reason
-        return {"turn": self.turn, "reason": reason}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TurnEnd:
-        """Read ``turn/end`` data back; tolerant of kinds and fields it does not know."""
-        raw = data.get("reason")
-        reason: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        kind = str(reason.get("kind", "unknown"))
-        text = reason.get("reason")
-        turn = data.get("turn")
-        return cls(
-            turn=turn if isinstance(turn, int) else 0,
-            kind=kind,
-            failure=FailureRecord.from_json(reason) if kind == "error" else None,
-            reason=text if isinstance(text, str) else None,
-        )
+DEFAULT_MAX_STEPS = 50
+"""Model requests one turn may make (``--max-steps``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,37 +116,34 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
+@dataclass(frozen=True, slots=True)
+class ToolStarting:
+    """Live event: the model asked for ``call``; sent before it is approved and run."""
+
+    call: ToolCall
+    summary: str
+    """One line: ``$ pytest -q``, ``src/app.py``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """Live event: the call's result is in the log."""
+
+    call: ToolCall
+    result: ToolResult
+
+
+LoopEvent = Event | ToolStarting | ToolFinished | TurnFailed
+"""What an observer of :meth:`Conversation.run_turn` receives, in order."""
+
+Observer = Callable[[LoopEvent], None]
+
 PreTurnHook = Callable[["Conversation", str], str | None]
 """Runs before a turn is sent; returns a reason to reject the turn (say what to do), or None."""
-
-Observer = Callable[[Event | TurnFailed], None]
 
 
 class _CancelRequested(Exception):
     """Raised inside the turn's own task when ``cancel`` was called from that task."""
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: DeepSeek's rule of thumb, 0.3 per ASCII and 0.6 per other character.
-
-    It only has to tell a conversation that clearly does not fit; the server has the last word.
-    """
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return math.ceil(ascii_chars * 0.3 + (len(text) - ascii_chars) * 0.6)
-
-
-def _message_tokens(message: Message) -> int:
-    return estimate_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
-
-
-def _append_merged(messages: list[Message], message: Message) -> int:
-    """Append ``message``, joined to the last one if it has the same role; the token change."""
-    if messages and messages[-1].role == message.role:
-        before = _message_tokens(messages[-1])
-        messages[-1] = Message(message.role, f"{messages[-1].content}\n\n{message.content}")
-        return _message_tokens(messages[-1]) - before
-    messages.append(message)
-    return _message_tokens(message)
 
 
 def _size_text(size: int) -> str:
@@ -188,16 +170,20 @@ async def _close_stream(stream: AsyncIterator[Event]) -> None:
         await aclose()
 
 
-class _Answer:
-    """What the stream delivered so far."""
+class _Step:
+    """What the model's stream delivered so far in one step."""
 
-    __slots__ = ("finish", "reasoning", "text", "usage")
+    __slots__ = ("calls", "finish", "number", "reasoning", "recorded", "text", "usage")
 
-    def __init__(self) -> None:
+    def __init__(self, number: int) -> None:
+        self.number = number
         self.text: list[str] = []
         self.reasoning: list[str] = []
+        self.calls: list[ToolCall] = []
         self.usage: Usage | None = None
         self.finish: Finish | None = None
+        self.recorded = False
+        """Its ``assistant/message`` is in the log."""
 
     def add(self, event: Event) -> None:
         match event:
@@ -205,16 +191,45 @@ class _Answer:
                 self.text.append(text)
             case ReasoningDelta(text=text):
                 self.reasoning.append(text)
+            case ToolCallRequest(call=call):
+                self.calls.append(call)
             case Usage():
                 self.usage = event  # providers send one; if more, the last is the total
             case Finish():
                 self.finish = event
-            case _:
+            case KeepAlive() | RetryNotice():
                 pass
+            case _:
+                assert_never(event)
 
     @property
     def shown(self) -> bool:
         return any(self.text) or any(self.reasoning)
+
+    def record(self, turn: int, *, interrupted: bool) -> AssistantStep:
+        return AssistantStep(
+            turn=turn,
+            step=self.number,
+            text="".join(self.text),
+            reasoning="".join(self.reasoning) or None,
+            tool_calls=tuple(self.calls),
+            interrupted=interrupted,
+        )
+
+
+class _Turn:
+    """The turn being run: where it stands, for whatever ends it."""
+
+    __slots__ = ("number", "pending", "running", "step")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.step: _Step | None = None
+        """The step being streamed or whose calls are running."""
+        self.pending: list[ToolCall] = []
+        """Calls of the recorded step not answered yet, in order."""
+        self.running: ToolCall | None = None
+        """The call whose ``tool/call`` is written and whose result is not."""
 
 
 class Conversation:
@@ -230,6 +245,10 @@ class Conversation:
         *,
         model_name: str,
         max_tokens: int | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        toolbox: Toolbox | None = None,
+        approval: ApprovalPolicy | None = None,
+        system_prompt: str | None = None,
         input_limit: int = DEFAULT_INPUT_LIMIT,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         hooks: Sequence[PreTurnHook] = (),
@@ -238,10 +257,17 @@ class Conversation:
         self.log = log
         self.model_name = model_name
         self.max_tokens = max_tokens
+        self.max_steps = max_steps
+        """Model requests one turn may make; the turn ends ``max-steps`` before one more."""
+        self.toolbox = toolbox if toolbox is not None else Toolbox()
+        self.approval = approval if approval is not None else ApprovalPolicy()
+        self.system_prompt = system_prompt
+        """Written to a session that has none when its first turn starts; a resumed session
+        keeps the one it recorded."""
         self.input_limit = input_limit
         """Bytes (UTF-8) one user message may have; larger ones are rejected."""
         self.context_window = context_window
-        """Tokens the model accepts; a turn whose estimate exceeds it is rejected."""
+        """Tokens the model accepts; a step whose estimate exceeds it does not start."""
         self.hooks: tuple[PreTurnHook, ...] = (
             Conversation.check_input_size,
             Conversation.check_context_window,
@@ -249,57 +275,19 @@ class Conversation:
         )
         """Pre-turn checks, built-ins first; the first reason returned rejects the turn."""
         self._task: asyncio.Task[Any] | None = None
-        self._streaming = False
+        self._cancellable = False
+        """The turn is waiting on the model, an approval question or a tool."""
         self._cancel_reason: str | None = None
         self._cancel_sent = False
         self._log_failure: FailureRecord | None = None
         """Why the log last refused a write, while the turn it left open is still open."""
-        self._history: list[Message] = []
-        """The messages of the turns that ended with an answer."""
-        self._open_turn: list[Message] = []
-        """The messages of the turn that has started but not ended."""
-        self._history_read = 0
-        """Log events already folded into ``_history``."""
-        self._history_tokens = 0
-        """``_message_tokens`` summed over ``_history``."""
+        self._history = History()
 
     @property
     def history(self) -> list[Message]:
-        """The messages the next request carries, derived from the log (a fresh list).
-
-        A turn is part of the conversation once the model answered it: completed, stopped at
-        the token limit, or cut after some text was shown (that text is kept, marked
-        ``interrupted`` in the log). A turn that failed, was cancelled or was rejected before
-        any answer is left out: its question would otherwise ride along with the next one and
-        change its meaning. It stays in the log. Two messages of one role in a row (an answer
-        with reasoning but no text) are sent as one, joined by a blank line, because some
-        DeepSeek models refuse successive messages of the same role.
-        """
-        return self._derive_history()
-
-    def _derive_history(self) -> list[Message]:
-        # Incremental: only events appended since the last call are read, so a turn costs
-        # the same at turn 1,000 as at turn 10 (the log is append-only).
-        events = self.log.events
-        for event in events[self._history_read :]:
-            text = event.data.get("text")
-            if event.type == "user/message" and isinstance(text, str):
-                self._open_turn = [Message("user", text)]
-            elif event.type == "assistant/message" and isinstance(text, str) and text:
-                self._open_turn.append(Message("assistant", text))
-            elif event.type == "turn/end":
-                reason = event.data.get("reason")
-                kind = reason.get("kind") if isinstance(reason, dict) else None
-                answered = any(m.role == "assistant" for m in self._open_turn)
-                if answered or kind in ("completed", "max-tokens"):
-                    for message in self._open_turn:
-                        self._history_tokens += _append_merged(self._history, message)
-                self._open_turn = []
-        self._history_read = len(events)
-        messages = list(self._history)
-        for message in self._open_turn:  # the turn being run now
-            _append_merged(messages, message)
-        return messages
+        """The messages the next request carries, derived from the log (a fresh list)."""
+        self._history.update(self.log.events)
+        return self._history.messages()
 
     @property
     def running(self) -> bool:
@@ -309,9 +297,11 @@ class Conversation:
     def last_turn_end(self) -> TurnEnd | None:
         """The most recent ``turn/end`` in the log, e.g. one a resume closed as interrupted."""
         for event in reversed(self.log.events):
-            if event.type == "turn/end":
-                return TurnEnd.from_json(event.data)
+            if isinstance(event.record, TurnEnd):
+                return event.record
         return None
+
+    # -- checks before a turn ----------------------------------------------------------------
 
     def check_input_size(self, text: str) -> str | None:
         """Built-in hook: refuse a message larger than ``input_limit`` bytes."""
@@ -320,8 +310,11 @@ class Conversation:
 
     def check_context_window(self, text: str) -> str | None:
         """Built-in hook: refuse a turn whose estimated request exceeds ``context_window``."""
-        self._derive_history()
-        needed = self._history_tokens + _message_tokens(Message("user", text))
+        self._history.update(self.log.events)
+        needed = self._history.tokens + message_tokens(UserMessage(text))
+        return self._window_problem(needed)
+
+    def _window_problem(self, needed: int) -> str | None:
         needed += self.max_tokens or 0  # the answer has to fit in the window too
         if needed <= self.context_window:
             return None
@@ -346,9 +339,11 @@ class Conversation:
             raise UsageError("a turn is already running in this conversation")
         with self._noting_log_failure():
             self._close_open_turn()
-            turn = self._next_turn()
-            self.log.append("turn/start", {"turn": turn, "model": self.model_name})
-            return self._record(TurnEnd(turn, "rejected", reason=self._too_large(size)), None)
+            turn = _Turn(self._next_turn())
+            self._start(turn.number)
+            return self._end(TurnEnd(turn.number, "rejected", reason=self._too_large(size)), turn)
+
+    # -- running a turn ------------------------------------------------------------------------
 
     def cancel(self, reason: str) -> None:
         """End the running turn as ``aborted`` with ``reason``; a no-op when idle.
@@ -364,11 +359,11 @@ class Conversation:
             current = asyncio.current_task()
         except RuntimeError:  # no running loop on this thread
             current = None
-        # From another task or a loop callback, the turn's task is suspended inside the stream:
-        # cancelling it interrupts the request now. From inside the turn's own task (an
-        # observer), the loop checks the reason after each event instead, which avoids a
-        # cancellation left pending after the stream has already finished.
-        if self._streaming and current is not task:
+        # From another task or a loop callback, the turn's task is suspended in a cancellable
+        # phase: cancelling it interrupts the request, the question or the tool now. From
+        # inside the turn's own task (an observer), the loop checks the reason after each
+        # event instead, which avoids a cancellation left pending after the phase is over.
+        if self._cancellable and current is not task:
             self._cancel_sent = True
             task.cancel()
 
@@ -388,9 +383,9 @@ class Conversation:
         try:
             with self._noting_log_failure():
                 self._close_open_turn()
-                return await self._run(task, text, on_event)
+                return await self._run(task, text, on_event or _ignore)
         finally:
-            self._task, self._streaming = None, False
+            self._task, self._cancellable = None, False
 
     @contextlib.contextmanager
     def _noting_log_failure(self) -> Iterator[None]:
@@ -405,85 +400,222 @@ class Conversation:
         """End a turn that a failed log write left open, before starting the next.
 
         Only an earlier ``SessionLogError`` leaves one (a loaded log's open turn was closed as
-        ``interrupted`` by the load). If the log still cannot be written, this raises again
-        and the new turn does not start, so turns never nest in the log.
+        ``interrupted`` by the load). Its calls are answered as a load would answer them, so
+        the history stays valid. If the log still cannot be written, this raises again and the
+        new turn does not start, so turns never nest in the log.
         """
-        for event in reversed(self.log.events):
-            if event.type == "turn/end":
+        events = self.log.events
+        for index in range(len(events) - 1, -1, -1):
+            record = events[index].record
+            if isinstance(record, TurnEnd):
                 return
-            if event.type == "turn/start" and isinstance(turn := event.data.get("turn"), int):
+            if isinstance(record, TurnStart):
                 failure = self._log_failure or FailureRecord(
                     SESSION_LOG, "the end of this turn could not be written"
                 )
-                self.log.append("turn/end", TurnEnd(turn, "error", failure).to_json(), durable=True)
+                records = [event.record for event in events[index:]]
+                closing = closing_records(records, TurnEnd(record.turn, "error", failure))
+                for item in closing[:-1]:
+                    self.log.append(item)
+                self.log.append(closing[-1], durable=True)
                 self._log_failure = None
                 return
 
-    async def _run(self, task: asyncio.Task[Any], text: str, on_event: Observer | None) -> TurnEnd:
-        turn = self._next_turn()
-        self.log.append("turn/start", {"turn": turn, "model": self.model_name})
+    def _start(self, turn: int) -> None:
+        if self.system_prompt is not None and not self.log.events:
+            self.log.append(SystemPrompt(self.system_prompt))
+        self.log.append(TurnStart(turn, self.model_name))
+
+    async def _run(self, task: asyncio.Task[Any], text: str, on_event: Observer) -> TurnEnd:
+        turn = _Turn(self._next_turn())
+        self._start(turn.number)
         try:
             rejection = next((r for hook in self.hooks if (r := hook(self, text))), None)
         except Exception as exc:  # a broken hook fails its turn, it does not crash the program
-            return self._fail(
-                TurnEnd(turn, "error", FailureRecord.from_exception(exc)), exc, on_event
-            )
+            return self._fail(turn, exc, on_event)
         if rejection is not None:
-            return self._record(TurnEnd(turn, "rejected", reason=rejection), None)
+            return self._end(TurnEnd(turn.number, "rejected", reason=rejection), turn)
         # One fsync covers both lines: turn/start and the message are on disk before the
         # request leaves.
-        self.log.append("user/message", {"turn": turn, "text": text}, durable=True)
-        if self._cancel_reason is not None:
-            return self._record(TurnEnd(turn, "aborted", reason=self._cancel_reason), None)
+        self.log.append(UserText(turn.number, text), durable=True)
+        try:
+            end = await self._steps(turn, on_event)
+        except BaseException as exc:
+            # From here on nothing awaits: a second cancellation cannot cut the record short.
+            self._cancellable = False
+            return self._ended_by(exc, task, turn, on_event)
+        self._settle_cancel(task)  # the last phase finished before a late cancel could stop it
+        return end
 
+    async def _steps(self, turn: _Turn, on_event: Observer) -> TurnEnd:
+        number = 0
+        while True:
+            self._check_cancel()
+            number += 1
+            if number > self.max_steps:
+                return self._end(TurnEnd(turn.number, "max-steps"), turn)
+            if number > 1:
+                self._check_window(turn)
+            step = turn.step = _Step(number)
+            await self._stream(turn, step, on_event)
+            limited = step.finish is not None and step.finish.reason == "max-tokens"
+            self._record_step(turn, step, interrupted=False)
+            if not step.calls:
+                return self._end(
+                    TurnEnd(turn.number, "max-tokens" if limited else "completed"), turn
+                )
+            if limited:
+                not_run = ToolError("not run: the output token limit was reached", TOOL_NOT_RUN)
+                self._answer_pending(turn, not_run, on_event)
+                return self._end(TurnEnd(turn.number, "max-tokens"), turn)
+            while turn.pending:
+                self._check_cancel()
+                await self._run_call(turn, turn.pending[0], on_event)
+
+    def _check_cancel(self) -> None:
+        if self._cancel_reason is not None:
+            raise _CancelRequested
+
+    def _check_window(self, turn: _Turn) -> None:
+        self._history.update(self.log.events)
+        problem = self._window_problem(self._history.tokens + self._history.open_tokens)
+        if problem is not None:
+            raise HarnessError(problem, CONTEXT_WINDOW_EXCEEDED)
+
+    async def _stream(self, turn: _Turn, step: _Step, on_event: Observer) -> None:
+        self._history.update(self.log.events)
         request = ChatRequest(
             model=self.model_name,
-            messages=tuple(self._derive_history()),
+            messages=tuple(self._history.messages()),
+            tools=self.toolbox.specs,
             max_tokens=self.max_tokens,
         )
-        answer = _Answer()
-        self._streaming = True
+        self._cancellable = True
         try:
             stream = self.model.stream(request)
             try:
                 async for event in stream:
-                    answer.add(event)
+                    step.add(event)
                     if isinstance(event, RetryNotice):
-                        self._note_retry(turn, event)
-                    if on_event is not None:
-                        on_event(event)
-                    if self._cancel_reason is not None:
-                        raise _CancelRequested
+                        self._note_retry(turn.number, step.number, event)
+                    on_event(event)
+                    self._check_cancel()
             finally:
                 await _close_stream(stream)
-        except BaseException as exc:
-            # From here on nothing awaits: a second cancellation cannot cut the record short.
-            self._streaming = False
-            if self._cancel_reason is not None:
-                end = self._record(TurnEnd(turn, "aborted", reason=self._cancel_reason), answer)
-                if self._settle_cancel(task):
-                    raise asyncio.CancelledError from exc  # someone else cancelled us too
-                return end
-            # The adapter reports a cancelled request as LlmError(ABORTED): an abort, never an
-            # error (SPEC section 5), and a cancellation still pending on the task is not ours.
-            aborted_below = isinstance(exc, LlmError) and exc.code == ABORTED
-            if isinstance(exc, Exception) and not aborted_below:
-                failure = FailureRecord.from_exception(exc)
-                return self._fail(TurnEnd(turn, "error", failure), exc, on_event, answer)
-            reason = _external_reason(exc)
-            end = self._record(TurnEnd(turn, "aborted", reason=reason), answer)
-            if aborted_below and task.cancelling() == 0:
-                return end  # nobody is waiting for this task to stop
-            logger.warning(
-                "turn %d of session %s aborted from outside: %s", turn, self.log.id, reason
+        finally:
+            self._cancellable = False
+
+    def _record_step(self, turn: _Turn, step: _Step, *, interrupted: bool) -> None:
+        step.recorded = True
+        self.log.append(step.record(turn.number, interrupted=interrupted))
+        if step.usage is not None:
+            usage = step.usage
+            self.log.append(
+                StepUsage(
+                    turn.number,
+                    step.number,
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                    usage.cached_tokens,
+                    usage.reasoning_tokens,
+                )
             )
-            if isinstance(exc, Exception):
-                raise asyncio.CancelledError from exc  # what the canceller is waiting for
+        turn.pending = list(step.calls)
+
+    async def _run_call(self, turn: _Turn, call: ToolCall, on_event: Observer) -> None:
+        assert turn.step is not None
+        step = turn.step.number
+        on_event(ToolStarting(call, self.toolbox.describe(call)))
+        try:
+            invocation = self.toolbox.prepare(call)
+        except ToolError as exc:
+            self._answer(turn, call, ToolOutput.failed(exc), on_event)
+            return
+        self._cancellable = True
+        try:
+            outcome = await self.approval.decide(call, invocation)
+        except asyncio.CancelledError:
+            if self._cancel_reason is not None:  # Ctrl-C at the question
+                self.log.append(ApprovalDecided(turn.number, call.id, "cancelled"))
             raise
-        self._streaming = False
-        self._settle_cancel(task)  # the stream finished before a late cancel could stop it
-        limited = answer.finish is not None and answer.finish.reason == "max-tokens"
-        return self._record(TurnEnd(turn, "max-tokens" if limited else "completed"), answer)
+        finally:
+            self._cancellable = False
+        if outcome is not None:
+            self.log.append(ApprovalDecided(turn.number, call.id, outcome))
+        if not allowed(outcome):
+            assert outcome is not None
+            refusal = self.approval.refusal(call, invocation.access, outcome)
+            self._answer(turn, call, ToolOutput.failed(refusal), on_event)
+            return
+        started = ToolCallStarted(turn.number, step, call.id, call.name, call.arguments)
+        self.log.append(started, durable=invocation.access.changes_anything)
+        turn.running = call
+        self._cancellable = True
+        try:
+            output = await invocation.run()
+        except Exception as exc:  # a tool's failure is a result for the model, never the turn's
+            output = ToolOutput.failed(exc)
+        finally:
+            self._cancellable = False
+        self._answer(turn, call, output, on_event)
+
+    def _answer(
+        self, turn: _Turn, call: ToolCall, output: ToolOutput, on_event: Observer | None
+    ) -> None:
+        """Write the call's result (fsynced) and tell the observer."""
+        assert turn.step is not None
+        result = ToolResult(
+            turn=turn.number,
+            step=turn.step.number,
+            call_id=call.id,
+            is_error=output.failure is not None,
+            content=output.content or "(no output)",
+            error=output.failure,
+            exit_code=output.exit_code,
+            truncated=output.truncated,
+            output_file=output.output_file,
+        )
+        self.log.append(result, durable=True)
+        turn.pending.remove(call)
+        turn.running = None
+        if on_event is not None:
+            on_event(ToolFinished(call, result))
+
+    def _answer_pending(self, turn: _Turn, error: HarnessError, on_event: Observer | None) -> None:
+        for call in list(turn.pending):
+            self._answer(turn, call, ToolOutput.failed(error), on_event)
+
+    # -- how a turn ends -----------------------------------------------------------------------
+
+    def _ended_by(
+        self, exc: BaseException, task: asyncio.Task[Any], turn: _Turn, on_event: Observer
+    ) -> TurnEnd:
+        """Record the end that ``exc`` means; return it, or re-raise a foreign cancellation."""
+        if self._cancel_reason is not None:
+            end = self._aborted(turn, self._cancel_reason)
+            if self._settle_cancel(task):
+                raise asyncio.CancelledError from exc  # someone else cancelled us too
+            return end
+        # The adapter reports a cancelled request as LlmError(ABORTED): an abort, never an
+        # error (SPEC section 5), and a cancellation still pending on the task is not ours.
+        aborted_below = isinstance(exc, LlmError) and exc.code == ABORTED
+        if isinstance(exc, Exception) and not aborted_below:
+            if isinstance(exc, SessionLogError):
+                raise exc
+            return self._fail(turn, exc, on_event)
+        reason = _external_reason(exc)
+        end = self._aborted(turn, reason)
+        if aborted_below and task.cancelling() == 0:
+            return end  # nobody is waiting for this task to stop
+        logger.warning(
+            "turn %d of session %s aborted from outside: %s", turn.number, self.log.id, reason
+        )
+        if isinstance(exc, Exception):
+            raise asyncio.CancelledError from exc  # what the canceller is waiting for
+        raise exc
+
+    def _aborted(self, turn: _Turn, reason: str) -> TurnEnd:
+        return self._end(TurnEnd(turn.number, "aborted", reason=reason), turn)
 
     def _settle_cancel(self, task: asyncio.Task[Any]) -> bool:
         """Withdraw our own task.cancel(); True when other cancellations are still pending."""
@@ -492,42 +624,42 @@ class Conversation:
         self._cancel_sent = False
         return task.uncancel() > 0
 
-    def _fail(
-        self,
-        end: TurnEnd,
-        exc: Exception,
-        on_event: Observer | None,
-        answer: _Answer | None = None,
-    ) -> TurnEnd:
-        assert end.failure is not None
+    def _fail(self, turn: _Turn, exc: Exception, on_event: Observer) -> TurnEnd:
+        failure = FailureRecord.from_exception(exc)
         logger.warning(
             "turn %d of session %s failed [%s]: %s",
-            end.turn,
+            turn.number,
             self.log.id,
-            end.failure.code,
-            end.failure.message,
+            failure.code,
+            failure.message,
         )
-        self._record(end, answer)
-        if on_event is not None:
-            on_event(TurnFailed(exc))
+        end = self._end(TurnEnd(turn.number, "error", failure), turn)
+        on_event(TurnFailed(exc))
         return end
 
-    def _record(self, end: TurnEnd, answer: _Answer | None) -> TurnEnd:
-        """Write what the turn produced, then ``turn/end`` durably; synchronous by design."""
-        finished = end.kind in ("completed", "max-tokens")
-        if answer is not None and (finished or answer.shown):
-            data: dict[str, Any] = {"turn": end.turn, "text": "".join(answer.text)}
-            if any(answer.reasoning):
-                data["reasoning"] = "".join(answer.reasoning)
-            if not finished:
-                data["interrupted"] = True
-            self.log.append("assistant/message", data)
-        if answer is not None and answer.usage is not None:
-            self.log.append("usage", {"turn": end.turn, **asdict(answer.usage)})
-        self.log.append("turn/end", end.to_json(), durable=True)
+    def _end(self, end: TurnEnd, turn: _Turn) -> TurnEnd:
+        """Write what the turn left unwritten, then ``turn/end`` durably.
+
+        The step being streamed is kept if it showed anything; calls not answered yet are
+        answered (``ABORTED`` for the one running, ``ABORTED_BEFORE_DISPATCH`` for the rest), so
+        every call in the log has its result. Synchronous by design: nothing can cut it short.
+        """
+        step = turn.step
+        if step is not None and not step.recorded and step.shown:
+            self._record_step(turn, step, interrupted=True)
+        why = end.reason if end.kind == "aborted" else f"the turn ended {end.kind}"
+        if turn.running is not None:
+            aborted = ToolError(f"cancelled while running ({why})", ABORTED)
+            self._answer(turn, turn.running, ToolOutput.failed(aborted), None)
+        if turn.pending:
+            not_started = ToolError(
+                f"not started: the turn was cancelled ({why})", ABORTED_BEFORE_DISPATCH
+            )
+            self._answer_pending(turn, not_started, None)
+        self.log.append(end, durable=True)
         return end
 
-    def _note_retry(self, turn: int, notice: RetryNotice) -> None:
+    def _note_retry(self, turn: int, step: int, notice: RetryNotice) -> None:
         failure = FailureRecord.from_exception(notice.error)
         logger.info(
             "turn %d: retry %d of %d in %.1f s after: %s",
@@ -538,20 +670,16 @@ class Conversation:
             failure.message,
         )
         self.log.append(
-            "retry",
-            {
-                "turn": turn,
-                "attempt": notice.attempt,
-                "max_retries": notice.max_retries,
-                "delay": notice.delay,
-                **failure.to_json(),
-            },
+            RetryScheduled(turn, step, notice.attempt, notice.max_retries, notice.delay, failure)
         )
 
     def _next_turn(self) -> int:
         for event in reversed(self.log.events):
-            if event.type in ("turn/start", "turn/end"):
-                turn = event.data.get("turn")
-                if isinstance(turn, int):
-                    return turn + 1
+            record = event.record
+            if isinstance(record, TurnStart | TurnEnd):
+                return record.turn + 1
         return 1
+
+
+def _ignore(event: LoopEvent) -> None:
+    """The observer when the caller has none."""

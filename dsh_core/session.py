@@ -44,6 +44,8 @@ from typing import Any
 
 from .chain import error_chain
 from .errors import SessionLogError, UsageError
+from .events import Record, TurnEnd, TurnStart, parse_record, record_type
+from .history import closing_records
 
 __all__ = [
     "FORMAT_VERSION",
@@ -53,6 +55,7 @@ __all__ = [
     "SessionLog",
     "SessionStore",
     "cwd_key",
+    "encode_line",
     "format_time",
 ]
 
@@ -82,16 +85,28 @@ _HEADER_LIMIT = 1 << 16
 
 @dataclass(frozen=True, slots=True)
 class SessionEvent:
-    """One line of the log after the header."""
+    """One line of the log after the header: a record and where and when it was written."""
 
-    type: str
-    """``turn/start``, ``user/message``, ...; types this version does not know are kept as is."""
     seq: int
     """Position in the log, from 0 without gaps."""
     time: str
     """When it was appended, UTC, ``2026-11-30T09:15:02.123Z``."""
-    data: dict[str, Any]
-    """The event's payload."""
+    record: Record
+    """What happened: a typed record from :mod:`dsh_core.events`."""
+
+    @property
+    def type(self) -> str:
+        """The line's type: ``turn/start``, ``user/message``, ..."""
+        return record_type(self.record)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The line's payload, as written."""
+        return self.record.to_data()
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole line as a JSON object: ``{type, seq, time, data}``."""
+        return {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +160,11 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _encode(value: dict[str, Any]) -> bytes:
-    """One JSON line, compact, UTF-8, keys in the order the writer built them."""
+def encode_line(value: dict[str, Any]) -> bytes:
+    """One JSON line, compact, UTF-8, keys in the order the writer built them.
+
+    Parseable line by line by any reader: U+0085, U+2028 and U+2029 are escaped.
+    """
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -254,7 +272,7 @@ class SessionLog:
     def closed(self) -> bool:
         return self._fd is None
 
-    def append(self, type: str, data: dict[str, Any], *, durable: bool = False) -> SessionEvent:
+    def append(self, record: Record, *, durable: bool = False) -> SessionEvent:
         """Append one event as one whole line; with ``durable``, fsync before returning.
 
         Raises SessionLogError (its cause is the OSError) when the write fails; the file is cut
@@ -266,8 +284,8 @@ class SessionLog:
             raise SessionLogError(
                 f"session log {self.path} cannot be written after an earlier failure"
             ) from self._broken
-        event = SessionEvent(type, len(self.events), format_time(self._clock()), data)
-        line = _encode({"type": event.type, "seq": event.seq, "time": event.time, "data": data})
+        event = SessionEvent(len(self.events), format_time(self._clock()), record)
+        line = encode_line(event.to_json())
         try:
             _write_all(self._fd, line)
             if durable:
@@ -362,7 +380,7 @@ class SessionStore:
         try:
             os.fchmod(fd, _FILE_MODE)
             _lock(fd, path)
-            _write_all(fd, _encode(header))
+            _write_all(fd, encode_line(header))
             os.fsync(fd)
             # The new entries live in their parents: the file in ``directory``, each new
             # directory in the one above it.
@@ -459,19 +477,22 @@ class SessionStore:
             raise
         interrupted: int | None = None
         if scan.open_turn is not None:
+            interrupted = scan.open_turn
+            opened = max(i for i, e in enumerate(log.events) if isinstance(e.record, TurnStart))
+            records = [event.record for event in log.events[opened:]]
             try:
-                log.append(
-                    "turn/end",
-                    {"turn": scan.open_turn, "reason": {"kind": "interrupted"}},
-                    durable=True,
-                )
+                closing = closing_records(records, TurnEnd(interrupted, "interrupted"))
+                for record in closing[:-1]:
+                    log.append(record)
+                log.append(closing[-1], durable=True)
             except BaseException:
                 log.close()
                 raise
-            interrupted = scan.open_turn
+            unpaired = len(closing) - 1
             notices.append(
                 f"turn {interrupted} was left open by a process that exited; "
-                "closed it as interrupted"
+                + (f"answered its {unpaired} unfinished tool call(s) and " if unpaired else "")
+                + "closed it as interrupted"
             )
         for notice in notices:
             logger.warning("session %s: %s", log.id, notice)
@@ -591,11 +612,11 @@ def _parse_event(raw: bytes, seq: int) -> SessionEvent | str:
         return "not an event (type, seq, time, data)"
     if not isinstance(number, int) or isinstance(number, bool) or number != seq:
         return f"seq {number!r} where {seq} was expected"
-    if kind in ("turn/start", "turn/end"):
-        turn = data.get("turn")
-        if not isinstance(turn, int) or isinstance(turn, bool):
-            return f"{kind} without a turn number"
-    return SessionEvent(kind, number, time, data)
+    try:
+        record = parse_record(kind, data)
+    except ValueError as exc:
+        return f"a {kind} event whose data is wrong ({exc})"
+    return SessionEvent(number, time, record)
 
 
 def _is_turn_end(raw: bytes) -> bool:
@@ -634,9 +655,9 @@ def _scan(fd: int, path: Path) -> _Scan:
                     damage = (number, offset, parsed)
                 else:
                     events.append(parsed)
-                    if parsed.type == "turn/start":
-                        open_turn = parsed.data["turn"]
-                    elif parsed.type == "turn/end":
+                    if isinstance(parsed.record, TurnStart):
+                        open_turn = parsed.record.turn
+                    elif isinstance(parsed.record, TurnEnd):
                         open_turn = None
             elif _is_turn_end(raw):
                 # A complete turn/end after the damage: the damage is inside a finished turn,

@@ -23,15 +23,13 @@ from dsh_core.chain import error_chain
 from dsh_core.errors import HarnessError
 from dsh_core.loop import DEFAULT_INPUT_LIMIT
 
-from .app import STDIN
 from .config import Config, StartupError, parse_config
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
+from .status import EXIT_INTERNAL, EXIT_USAGE
+from .tty import STDIN
 
 __all__ = ["leave", "main", "run"]
-
-EXIT_USAGE = 2
-EXIT_INTERNAL = 1
 
 
 def _startup_failed(exc: BaseException) -> int:
@@ -43,7 +41,7 @@ def _startup_failed(exc: BaseException) -> int:
 def _fill_closed_descriptors() -> None:
     """Give a closed stdin or stderr /dev/null, as daemons do.
 
-    Otherwise the next file dsh opens (the session log) would become descriptor 0 or 2, and
+    Otherwise the next file dsh opens (the runtime log) would become descriptor 0 or 2, and
     input would be read from it, or errors written into it.
     """
     for fd, stream in ((0, sys.stdin), (2, sys.stderr)):
@@ -57,11 +55,11 @@ def _fill_closed_descriptors() -> None:
 
 
 async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> int:
-    from .app import Session
+    from .runtime import Runtime
 
     out, err = sys.stdout, sys.stderr
     try:
-        session = Session.open(config, out=out, err=err)
+        runtime = Runtime.open(config, out=out, err=err)
     except (HarnessError, OSError) as exc:
         return _startup_failed(exc)
     try:
@@ -69,14 +67,14 @@ async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> 
             from .repl import run_repl
 
             try:
-                return await run_repl(session, out)
+                return await run_repl(runtime, out)
             except StartupError as exc:  # the history file cannot be used
                 return _startup_failed(exc)
         if config.question is not None:
-            return await run_one_shot(session, config.question, piped, out)
-        return await run_pipe(session, STDIN, out)
+            return await run_one_shot(runtime, config.question, piped, out)
+        return await run_pipe(runtime, STDIN, out)
     finally:
-        await session.close()
+        await runtime.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,7 +120,7 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
 def leave(status: int) -> NoReturn:
     """Flush stdout and stderr, then exit without interpreter teardown.
 
-    Teardown costs about 40 ms and does nothing for us: the session log is closed and every
+    Teardown costs about 40 ms and does nothing for us: the runtime log is closed and every
     durable line fsynced before ``main`` returns. It could also hang on the stdin thread.
     """
     for stream in (sys.stdout, sys.stderr):

@@ -14,7 +14,9 @@ import threading
 from dataclasses import dataclass
 from typing import TextIO
 
-from .app import EXIT_OK, Session, Stopper
+from .runtime import Runtime
+from .signals import Stopper
+from .status import EXIT_OK
 
 __all__ = ["LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
@@ -120,36 +122,36 @@ class LineReader:
 _CHUNK = 1 << 16
 
 
-async def run_pipe(session: Session, stdin: int, out: TextIO) -> int:
+async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
-    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    reader = LineReader(stdin, session.conversation.input_limit)
+    stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    reader = LineReader(stdin, runtime.conversation.input_limit)
     terminal = out.isatty()
     status = EXIT_OK
     try:
-        while stopper.status is None and not session.broken:
+        while stopper.status is None and not runtime.broken:
             item = await reader.next()
             if item is None:
                 break
-            view = session.view(out, terminal=terminal)
+            view = runtime.view(out, terminal=terminal)
             if isinstance(item, Overlong):
-                end = session.reject_oversized(item.size, view)
+                end = runtime.reject_oversized(item.size, view)
             else:
                 text = decode_input(item).rstrip("\r\n")
                 if not text.strip():
                     continue
-                end = await session.run_turn(text, view)
-            status = max(status, session.status(end))
+                end = await runtime.run_turn(text, view)
+            status = max(status, runtime.status(end))
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
     finally:
         reader.close()
         stopper.remove()
-    if session.log_failed and stopper.status is None:
+    if runtime.log_failed and stopper.status is None:
         # Say why the rest of the input goes unanswered, rather than stop in silence.
-        session.err.write("dsh: stopped reading input: the session log cannot be written\n")
-        session.err.flush()
+        runtime.err.write("dsh: stopped reading input: the session log cannot be written\n")
+        runtime.err.flush()
     return stopper.status if stopper.status is not None else status
 
 
@@ -171,22 +173,22 @@ def read_piped_stdin(stdin: int, limit: int) -> str | Overlong | None:
 
 
 async def run_one_shot(
-    session: Session, question: str, piped: str | Overlong | None, out: TextIO
+    runtime: Runtime, question: str, piped: str | Overlong | None, out: TextIO
 ) -> int:
     """One turn for ``dsh "question"``; piped input is appended after a blank line."""
-    stopper = Stopper(session, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    view = session.view(out, terminal=out.isatty())
+    stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    view = runtime.view(out, terminal=out.isatty())
     try:
         if isinstance(piped, Overlong):
             size = len(question.encode("utf-8", "surrogatepass")) + 2 + piped.size
-            end = session.reject_oversized(size, view)
+            end = runtime.reject_oversized(size, view)
         else:
             text = question if not piped or not piped.strip() else f"{question}\n\n{piped}"
-            end = await session.run_turn(text, view)
+            end = await runtime.run_turn(text, view)
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
         return stopper.status
     finally:
         stopper.remove()
-    return stopper.status if stopper.status is not None else session.status(end)
+    return stopper.status if stopper.status is not None else runtime.status(end)

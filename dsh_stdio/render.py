@@ -7,16 +7,21 @@
 from __future__ import annotations
 
 import re
+from typing import assert_never
 
 from dsh_core.chain import error_chain
-from dsh_core.llm import RetryNotice, Usage
-from dsh_core.loop import TurnEnd
+from dsh_core.errors import TOOL_REFUSED
+from dsh_core.events import ToolResult, TurnEnd
+from dsh_core.llm import RetryNotice, ToolCall, Usage
+from dsh_core.tools.base import count_lines
 
 __all__ = [
     "INTERRUPTED_LINE",
     "neutralise",
     "outcome_line",
     "retry_notice",
+    "tool_call_line",
+    "tool_result_line",
     "usage_line",
 ]
 
@@ -38,9 +43,33 @@ def outcome_line(end: TurnEnd) -> str | None:
             return INTERRUPTED_LINE
         case "max-tokens":
             return "[turn stopped at the output token limit]"
+        case "max-steps":
+            return "[turn stopped at the step limit]"
+        case "completed" | "other":
+            return None  # a normal end, and so is a kind from a newer version
         case _:
-            # "completed", and kinds from newer versions: a normal end.
-            return None
+            assert_never(end.kind)
+
+
+def tool_call_line(call: ToolCall, summary: str) -> str:
+    """``[tool bash] $ pytest -q``: the call, before it runs; continuation lines indented."""
+    return f"[tool {call.name}] " + "\n  ".join(summary.split("\n"))
+
+
+def tool_result_line(call: ToolCall, result: ToolResult) -> str:
+    """The result, after it ran: ``[tool bash exit 1] 34 lines``, ``[tool read done] 12 lines``,
+    ``[tool failed read] <error_chain>``, ``[tool refused bash] <why and the way out>``."""
+    if result.is_error:
+        failure = result.error
+        word = "refused" if failure is not None and failure.code == TOOL_REFUSED else "failed"
+        message = failure.message if failure is not None else result.content
+        return f"[tool {word} {call.name}] {message}"
+    state = "done" if result.exit_code is None else f"exit {result.exit_code}"
+    lines = 0 if result.content == "(no output)" else count_lines(result.content)
+    line = f"[tool {call.name} {state}] {lines} line{'' if lines == 1 else 's'}"
+    if result.truncated and result.output_file:
+        line += f", cut short for the model (all of it in {result.output_file})"
+    return line
 
 
 def retry_notice(notice: RetryNotice) -> str:

@@ -20,9 +20,11 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from dsh_core.chain import error_chain
 
-from .app import EXIT_OK, Session, Stopper
 from .config import StartupError
 from .render import neutralise
+from .runtime import Runtime
+from .signals import Stopper
+from .status import EXIT_OK
 
 __all__ = ["COMMANDS", "run_repl"]
 
@@ -89,8 +91,8 @@ def _help_text() -> str:
 class _Commands:
     """The slash commands; each returns False when the REPL should end."""
 
-    def __init__(self, session: Session, out: TextIO) -> None:
-        self._session = session
+    def __init__(self, runtime: Runtime, out: TextIO) -> None:
+        self._runtime = runtime
         self._out = out
 
     def run(self, line: str) -> bool:
@@ -102,17 +104,17 @@ class _Commands:
             case "/help":
                 self._say(_help_text())
             case "/new":
-                log = self._session.new()
+                log = self._runtime.new()
                 self._say(f"new session {log.id}")
             case "/model":
                 if not argument or len(argument.split()) > 1:
-                    current = self._session.conversation.model_name
+                    current = self._runtime.conversation.model_name
                     self._say(f"model: {current} (usage: /model NAME, one word)")
                 else:
-                    self._session.conversation.model_name = argument
+                    self._runtime.conversation.model_name = argument
                     self._say(f"model: {argument}")
             case "/session":
-                log = self._session.conversation.log
+                log = self._runtime.conversation.log
                 self._say(f"session {log.id}\nlog {log.path}")
             case _:
                 commands = " ".join(name.split()[0] for name in COMMANDS)
@@ -124,22 +126,23 @@ class _Commands:
         self._out.flush()
 
 
-async def run_repl(session: Session, out: TextIO) -> int:
+async def run_repl(runtime: Runtime, out: TextIO) -> int:
     """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
-    prompt: PromptSession[str] = PromptSession(
-        history=_History(session.config.home, out),
+    editor: PromptSession[str] = PromptSession(
+        history=_History(runtime.config.home, out),
         key_bindings=_create_prompt_bindings(),
         enable_suspend=True,  # Ctrl-Z at the prompt suspends, as it does during a turn
     )
-    commands = _Commands(session, out)
+    commands = _Commands(runtime, out)
     loop = asyncio.get_running_loop()
-    stopper = Stopper(session, signal.SIGTERM, signal.SIGHUP)  # prompt_toolkit leaves these
+    # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
+    stopper = Stopper(runtime.cancel_turn, signal.SIGTERM, signal.SIGHUP)
     out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
     out.flush()
     try:
         while stopper.status is None:
             try:
-                line = await prompt.prompt_async("> ")
+                line = await editor.prompt_async("> ")
             except KeyboardInterrupt:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
@@ -147,7 +150,7 @@ async def run_repl(session: Session, out: TextIO) -> int:
             # prompt_toolkit removed the loop's SIGINT handler as the prompt ended. Until the
             # next prompt replaces it, Ctrl-C cancels the running turn (idle: nothing). Never
             # removed here: a second Ctrl-C must not find Python's KeyboardInterrupt instead.
-            loop.add_signal_handler(signal.SIGINT, lambda: session.conversation.cancel("user"))
+            loop.add_signal_handler(signal.SIGINT, lambda: runtime.conversation.cancel("user"))
             if not line.strip():
                 continue
             if line.startswith("//"):
@@ -156,7 +159,7 @@ async def run_repl(session: Session, out: TextIO) -> int:
                 if not commands.run(line):
                     break
                 continue
-            await session.run_turn(line, session.view(out, terminal=True))
+            await runtime.run_turn(line, runtime.view(out, terminal=True))
     except asyncio.CancelledError:
         if stopper.status is None:
             raise

@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 
-from dsh_core.stub_server import TRIGGERS, StubServer, closed_port
+from dsh_core.testing.stub_server import TRIGGERS, StubServer, closed_port
 from dsh_stdio.__main__ import leave, main
 
 DEMO_KEY = "demo-key-for-the-offline-stub"

@@ -36,11 +36,11 @@ def _modules_after(code: str) -> set[str]:
 
 def test_dsh_core_never_imports_the_front_door_or_prompt_toolkit() -> None:
     modules = _modules_after(
-        "import dsh_core, dsh_core.deepseek, dsh_core.loop, dsh_core.session, dsh_core.stub_server"
+        "import dsh_core, dsh_core.deepseek, dsh_core.loop, dsh_core.session, dsh_core.testing"
     )
     assert not {m for m in modules if m.startswith(("prompt_toolkit", "dsh_stdio"))}
 
 
 def test_pipe_and_one_shot_modes_do_not_import_prompt_toolkit() -> None:
-    modules = _modules_after("import dsh_stdio.__main__, dsh_stdio.app, dsh_stdio.pipe")
+    modules = _modules_after("import dsh_stdio.__main__, dsh_stdio.runtime, dsh_stdio.pipe")
     assert not {m for m in modules if m.startswith("prompt_toolkit")}

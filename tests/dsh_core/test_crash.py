@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from dsh_core.errors import LlmError
-from dsh_core.llm import Event, Finish, ScriptedModel, TextDelta, Usage
+from dsh_core.llm import Event, Finish, TextDelta, Usage
 from dsh_core.loop import Conversation, TurnFailed
 from dsh_core.session import LoadReport, SessionEvent, SessionLog, SessionStore
+from dsh_core.testing import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[2]
 KILLS = 32
@@ -113,7 +114,11 @@ def check(log: SessionLog, report: LoadReport) -> dict[int, dict[str, Any]]:
         if "user/message" in events:
             assert events["user/message"]["text"] == user_text(turn)
         if kind in ("completed", "max-tokens"):
-            assert events["assistant/message"] == {"turn": turn, "text": answer_text(turn)}
+            assert events["assistant/message"] == {
+                "turn": turn,
+                "step": 1,
+                "text": answer_text(turn),
+            }
         if kind in ("error", "aborted"):
             assert events.get("assistant/message", {"interrupted": True})["interrupted"] is True
     if report.interrupted_turn is not None:

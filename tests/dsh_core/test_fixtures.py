@@ -27,12 +27,12 @@ from dsh_core.llm import (
     KeepAlive,
     ReasoningDelta,
     RetryNotice,
-    ScriptedModel,
     TextDelta,
     Usage,
 )
 from dsh_core.loop import Conversation, TurnFailed
 from dsh_core.session import SessionStore
+from dsh_core.testing import ScriptedModel
 from tests.dsh_core.test_session import CWD, ticking
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -14,20 +14,23 @@ import pytest
 
 from dsh_core import session as session_module
 from dsh_core.errors import FailureRecord, LlmError, SessionLogError, UsageError
+from dsh_core.events import TurnEnd, TurnStart, UserText
+from dsh_core.history import estimate_tokens
 from dsh_core.llm import (
+    AssistantMessage,
     ChatRequest,
     Event,
     Finish,
     KeepAlive,
-    Message,
     ReasoningDelta,
     RetryNotice,
-    ScriptedModel,
     TextDelta,
     Usage,
+    UserMessage,
 )
-from dsh_core.loop import Conversation, TurnEnd, TurnFailed, estimate_tokens
+from dsh_core.loop import Conversation, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
+from dsh_core.testing import ScriptedModel
 from tests.dsh_core.test_session import CWD, count_fsyncs, numbered, ticking
 
 T = TypeVar("T")
@@ -105,16 +108,15 @@ def test_a_completed_turn(
     end = run(conversation.run_turn("hi", on_event=seen))
     assert end == TurnEnd(1, "completed")
     assert seen.events == script  # every event is passed on live, in order
-    assert model.requests == [
-        ChatRequest(model="deepseek-v4-flash", messages=(Message("user", "hi"),))
-    ]
+    assert model.requests == [ChatRequest(model="deepseek-v4-flash", messages=(UserMessage("hi"),))]
     assert kinds(log) == ["turn/start", "user/message", "assistant/message", "usage", "turn/end"]
     assert [e.data for e in log.events] == [
         {"turn": 1, "model": "deepseek-v4-flash"},
         {"turn": 1, "text": "hi"},
-        {"turn": 1, "text": "Hello", "reasoning": "thinking"},
+        {"turn": 1, "step": 1, "text": "Hello", "reasoning": "thinking"},
         {
             "turn": 1,
+            "step": 1,
             "prompt_tokens": 5,
             "completion_tokens": 2,
             "cached_tokens": 1,
@@ -135,13 +137,13 @@ def test_history_carries_every_turn(conversation: Conversation, model: ScriptedM
     assert model.requests[1] == ChatRequest(
         model="other-model",
         messages=(
-            Message("user", "first"),
-            Message("assistant", "one"),
-            Message("user", "second"),
+            UserMessage("first"),
+            AssistantMessage("one"),
+            UserMessage("second"),
         ),
         max_tokens=50,
     )
-    assert conversation.history[-1] == Message("assistant", "two")
+    assert conversation.history[-1] == AssistantMessage("two")
     assert data_of(conversation.log, "turn/start")[1] == {"turn": 2, "model": "other-model"}
 
 
@@ -149,7 +151,7 @@ def test_max_tokens(conversation: Conversation, model: ScriptedModel, log: Sessi
     model.enqueue([TextDelta("cut sh"), Finish("max-tokens")])
     end = run(conversation.run_turn("long story"))
     assert end == TurnEnd(1, "max-tokens")
-    assert data_of(log, "assistant/message") == [{"turn": 1, "text": "cut sh"}]
+    assert data_of(log, "assistant/message") == [{"turn": 1, "step": 1, "text": "cut sh"}]
     assert data_of(log, "turn/end") == [{"turn": 1, "reason": {"kind": "max-tokens"}}]
 
 
@@ -242,13 +244,13 @@ def test_text_shown_before_a_failure_is_kept_and_sent_next_time(
     )
     run(conversation.run_turn("first"))
     assert data_of(log, "assistant/message") == [
-        {"turn": 1, "text": "half an ", "reasoning": "hmm", "interrupted": True}
+        {"turn": 1, "step": 1, "text": "half an ", "reasoning": "hmm", "interrupted": True}
     ]
     run(conversation.run_turn("go on"))
     assert model.requests[1].messages == (
-        Message("user", "first"),
-        Message("assistant", "half an "),
-        Message("user", "go on"),
+        UserMessage("first"),
+        AssistantMessage("half an "),
+        UserMessage("go on"),
     )
 
 
@@ -258,7 +260,7 @@ def test_reasoning_alone_is_kept_but_not_sent(
     model.enqueue([ReasoningDelta("only thoughts"), LlmError("cut", "STREAM_CLOSED")])
     run(conversation.run_turn("q"))
     assert data_of(log, "assistant/message") == [
-        {"turn": 1, "text": "", "reasoning": "only thoughts", "interrupted": True}
+        {"turn": 1, "step": 1, "text": "", "reasoning": "only thoughts", "interrupted": True}
     ]
     # Reasoning is never sent back, and no answer text was shown: the turn is not part of
     # the conversation the next request carries.
@@ -292,6 +294,7 @@ def test_retries_are_logged_and_recorded(
     assert data_of(log, "retry") == [
         {
             "turn": 1,
+            "step": 1,
             "attempt": 1,
             "max_retries": 3,
             "delay": 0.5,
@@ -350,7 +353,9 @@ def test_cancel_from_another_task_aborts_and_returns(
     end, cancelling = run(main())
     assert end == TurnEnd(1, "aborted", reason="user")
     assert cancelling == 0
-    assert data_of(log, "assistant/message") == [{"turn": 1, "text": "one ", "interrupted": True}]
+    assert data_of(log, "assistant/message") == [
+        {"turn": 1, "step": 1, "text": "one ", "interrupted": True}
+    ]
     assert data_of(log, "turn/end") == [
         {"turn": 1, "reason": {"kind": "aborted", "reason": "user"}}
     ]
@@ -391,7 +396,9 @@ def test_cancel_from_inside_the_turn(
         return end, task.cancelling()
 
     assert run(main()) == (TurnEnd(1, "aborted", reason="shutdown"), 0)
-    assert data_of(log, "assistant/message") == [{"turn": 1, "text": "a", "interrupted": True}]
+    assert data_of(log, "assistant/message") == [
+        {"turn": 1, "step": 1, "text": "a", "interrupted": True}
+    ]
 
 
 class AbortingAdapter(ScriptedModel):
@@ -512,6 +519,7 @@ def test_a_late_cancel_after_the_answer_finished_leaks_nothing(
     assert cancelling == 0
     assert data_of(log, "assistant/message")[0] == {
         "turn": 1,
+        "step": 1,
         "text": "whole",
         "interrupted": True,
     }
@@ -611,8 +619,8 @@ def test_resume_continues_numbering_and_history(
 ) -> None:
     model.enqueue([TextDelta("one"), DONE])
     run(Conversation(model, log, model_name="m").run_turn("first"))
-    log.append("turn/start", {"turn": 2, "model": "m"})
-    log.append("user/message", {"turn": 2, "text": "lost"}, durable=True)
+    log.append(TurnStart(2, "m"))
+    log.append(UserText(2, "lost"), durable=True)
     log.close()  # as if the process died here
     resumed, report = store.open(log.id)
     with resumed:
@@ -622,10 +630,10 @@ def test_resume_continues_numbering_and_history(
         model.enqueue([TextDelta("three"), DONE])
         assert run(conversation.run_turn("again")).turn == 3
         assert model.requests[-1].messages == (
-            Message("user", "first"),
-            Message("assistant", "one"),
+            UserMessage("first"),
+            AssistantMessage("one"),
             # The interrupted turn had no answer: its question is not sent again.
-            Message("user", "again"),
+            UserMessage("again"),
         )
 
 
@@ -637,13 +645,15 @@ def test_turn_end_json_round_trip_and_unknown_kinds() -> None:
         TurnEnd(4, "rejected", reason="shorten it"),
         TurnEnd(5, "interrupted"),
         TurnEnd(6, "max-tokens"),
+        TurnEnd(7, "max-steps"),
     ]
     for end in ends:
-        assert TurnEnd.from_json(end.to_json()) == end
-    assert TurnEnd.from_json({"turn": 7, "reason": {"kind": "merged", "x": 1}}) == TurnEnd(
-        7, "merged"
-    )
-    assert TurnEnd.from_json({}) == TurnEnd(0, "unknown")
+        assert TurnEnd.from_data(end.to_data()) == end
+    merged = TurnEnd.from_data({"turn": 8, "reason": {"kind": "merged", "x": 1}})
+    assert merged == TurnEnd(8, "other", other_kind="merged")
+    assert merged.to_data() == {"turn": 8, "reason": {"kind": "merged"}}
+    with pytest.raises(ValueError, match="without a reason"):
+        TurnEnd.from_data({})
 
 
 def test_a_log_that_cannot_be_written_fails_run_turn(
@@ -727,9 +737,9 @@ def test_turns_without_an_answer_are_left_out_of_the_history(
     for text in ("first", "second", "third", "fourth"):
         run(conversation.run_turn(text))
     assert model.requests[-1].messages == (
-        Message("user", "first"),
-        Message("assistant", "one"),
-        Message("user", "third"),
-        Message("assistant", "partial"),
-        Message("user", "fourth"),
+        UserMessage("first"),
+        AssistantMessage("one"),
+        UserMessage("third"),
+        AssistantMessage("partial"),
+        UserMessage("fourth"),
     )

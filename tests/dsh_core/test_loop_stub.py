@@ -21,7 +21,7 @@ from dsh_core.deepseek import DeepSeekAdapter, RetryPolicy
 from dsh_core.llm import Event, TextDelta
 from dsh_core.loop import Conversation, TurnEnd, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.stub_server import Answer, HttpError, SlowStream, StubServer, closed_port
+from dsh_core.testing.stub_server import Answer, HttpError, SlowStream, StubServer, closed_port
 from tests.conftest import CANARY_KEY
 
 REPO = Path(__file__).resolve().parents[2]

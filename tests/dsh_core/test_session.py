@@ -15,6 +15,7 @@ import pytest
 
 from dsh_core import error_chain
 from dsh_core.errors import SessionLogError, UsageError
+from dsh_core.events import AssistantStep, TurnEnd, TurnStart, UnknownEvent, UserText
 from dsh_core.session import (
     FORMAT_VERSION,
     SessionEvent,
@@ -69,11 +70,11 @@ def lines(path: Path) -> list[bytes]:
 
 
 def one_turn(log: SessionLog, turn: int, *, end: bool = True) -> None:
-    log.append("turn/start", {"turn": turn})
-    log.append("user/message", {"turn": turn, "text": f"question {turn}"}, durable=True)
+    log.append(TurnStart(turn, "m"))
+    log.append(UserText(turn, f"question {turn}"), durable=True)
     if end:
-        log.append("assistant/message", {"turn": turn, "text": f"answer {turn}"})
-        log.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}}, durable=True)
+        log.append(AssistantStep(turn, 1, f"answer {turn}"))
+        log.append(TurnEnd(turn, "completed"), durable=True)
 
 
 # --- layout, modes, format ------------------------------------------------------------------
@@ -103,12 +104,16 @@ def test_modes_are_set_explicitly_whatever_the_umask(tmp_path: Path) -> None:
 
 
 def test_envelope_and_gapless_seq(log: SessionLog) -> None:
-    first = log.append("turn/start", {"turn": 1})
-    second = log.append("x/custom", {"nested": {"ok": True}, "text": "你好 \u2028 🙂"})
-    assert first == SessionEvent("turn/start", 0, "2026-11-30T09:00:00.250Z", {"turn": 1})
+    first = log.append(TurnStart(1, "m"))
+    second = log.append(
+        UnknownEvent("x/custom", {"nested": {"ok": True}, "text": "你好 \u2028 🙂"})
+    )
+    assert first == SessionEvent(0, "2026-11-30T09:00:00.250Z", TurnStart(1, "m"))
+    assert (first.type, first.data) == ("turn/start", {"turn": 1, "model": "m"})
     assert second.seq == 1
     assert lines(log.path)[1:] == [
-        b'{"type":"turn/start","seq":0,"time":"2026-11-30T09:00:00.250Z","data":{"turn":1}}\n',
+        b'{"type":"turn/start","seq":0,"time":"2026-11-30T09:00:00.250Z",'
+        b'"data":{"turn":1,"model":"m"}}\n',
         b'{"type":"x/custom","seq":1,"time":"2026-11-30T09:00:00.500Z",'
         b'"data":{"nested":{"ok":true},"text":"'
         + "你好 ".encode()
@@ -125,7 +130,7 @@ def test_lone_surrogates_stay_valid_utf8_and_round_trip(
     store: SessionStore, log: SessionLog
 ) -> None:
     text = "split pair \ud83d then more"
-    log.append("user/message", {"turn": 1, "text": text})
+    log.append(UserText(1, text))
     log.path.read_bytes().decode("utf-8")  # still valid UTF-8
     log.close()
     loaded, _ = store.open(log.id)
@@ -173,9 +178,9 @@ def test_an_existing_id_is_not_overwritten(tmp_path: Path) -> None:
 
 def test_durable_appends_fsync(log: SessionLog, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = count_fsyncs(monkeypatch)
-    log.append("a", {})
+    log.append(UnknownEvent("a", {}))
     assert calls == []
-    log.append("b", {}, durable=True)
+    log.append(UnknownEvent("b", {}), durable=True)
     assert len(calls) == 1
 
 
@@ -194,7 +199,7 @@ def test_the_key_is_never_written(store: SessionStore, monkeypatch: pytest.Monke
 def test_write_failure_names_the_file_and_keeps_the_cause(
     log: SessionLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log.append("a", {})
+    log.append(UnknownEvent("a", {}))
     before = log.path.read_bytes()
     real_write = os.write
 
@@ -208,13 +213,13 @@ def test_write_failure_names_the_file_and_keeps_the_cause(
 
     monkeypatch.setattr(os, "write", half_then_full)
     with pytest.raises(SessionLogError) as caught:
-        log.append("b", {"text": "long enough to be torn"})
+        log.append(UnknownEvent("b", {"text": "long enough to be torn"}))
     assert error_chain(caught.value) == (
         f"cannot write session log {log.path}: [Errno 28] No space left on device"
     )
     monkeypatch.setattr(os, "write", real_write)
     assert log.path.read_bytes() == before  # the torn piece was cut back off
-    assert log.append("c", {}).seq == 1  # and the seq was not spent
+    assert log.append(UnknownEvent("c", {})).seq == 1  # and the seq was not spent
 
 
 def test_after_an_unrecoverable_failure_the_log_stops_writing(
@@ -229,10 +234,10 @@ def test_after_an_unrecoverable_failure_the_log_stops_writing(
     monkeypatch.setattr(os, "write", failing)
     monkeypatch.setattr(os, "ftruncate", no_truncate)
     with pytest.raises(SessionLogError):
-        log.append("a", {})
+        log.append(UnknownEvent("a", {}))
     monkeypatch.undo()
     with pytest.raises(SessionLogError, match="after an earlier failure") as caught:
-        log.append("b", {})
+        log.append(UnknownEvent("b", {}))
     assert "Input/output error" in error_chain(caught.value)
 
 
@@ -240,13 +245,13 @@ def test_appending_after_close_is_misuse(log: SessionLog) -> None:
     log.close()
     log.close()  # idempotent
     with pytest.raises(UsageError):
-        log.append("a", {})
+        log.append(UnknownEvent("a", {}))
 
 
 def test_non_json_data_is_misuse(log: SessionLog) -> None:
     with pytest.raises(UsageError, match="not JSON-serialisable"):
-        log.append("a", {"value": object()})
-    assert log.append("b", {}).seq == 0
+        log.append(UnknownEvent("a", {"value": object()}))
+    assert log.append(UnknownEvent("b", {})).seq == 0
 
 
 def test_create_failure_is_a_session_log_error(tmp_path: Path) -> None:
@@ -270,7 +275,7 @@ def test_round_trip(store: SessionStore, log: SessionLog) -> None:
         assert report.notices == () and report.interrupted_turn is None
         assert loaded.events == log.events
         assert (loaded.id, loaded.cwd, loaded.created) == (log.id, log.cwd, log.created)
-        assert loaded.append("next", {}).seq == 8
+        assert loaded.append(UnknownEvent("next", {})).seq == 8
 
 
 def test_unknown_event_types_and_fields_are_tolerated(store: SessionStore, log: SessionLog) -> None:
@@ -279,7 +284,7 @@ def test_unknown_event_types_and_fields_are_tolerated(store: SessionStore, log: 
     log.close()
     loaded, report = store.open("s0")
     with loaded:
-        assert loaded.events == [SessionEvent("future/thing", 0, "t", {"x": 1})]
+        assert loaded.events == [SessionEvent(0, "t", UnknownEvent("future/thing", {"x": 1}))]
         assert report.notices == ()
 
 
@@ -395,7 +400,10 @@ def test_damage_before_the_last_turn_end_is_refused_naming_file_and_line(
         (b'{"type":"x","seq":4,"time":"t"}\n', "not an event (type, seq, time, data)"),
         (b'{"type":"x","seq":7,"time":"t","data":{}}\n', "seq 7 where 4 was expected"),
         (b'{"type":"x","seq":true,"time":"t","data":{}}\n', "seq True where 4 was expected"),
-        (b'{"type":"turn/start","seq":4,"time":"t","data":{}}\n', "turn/start without a turn"),
+        (
+            b'{"type":"turn/start","seq":4,"time":"t","data":{}}\n',
+            "a turn/start event whose data is wrong (no turn)",
+        ),
         (b'{"type":"x","seq":4,"time":"\xff","data":{}}\n', "not UTF-8"),
     ],
 )
@@ -417,7 +425,7 @@ def test_damage_after_the_last_turn_end_is_moved_byte_for_byte(
 ) -> None:
     one_turn(log, 1)
     one_turn(log, 2, end=False)
-    log.append("assistant/message", {"turn": 2, "text": "partial"})
+    log.append(AssistantStep(2, 1, "partial"))
     log.close()
     content = lines(log.path)
     good = b"".join(content[:7])  # header, turn 1, turn 2's start and message
@@ -533,7 +541,7 @@ def test_newest_refuses_rather_than_skips_a_damaged_session(store: SessionStore)
 def test_an_unused_session_is_discarded_and_a_used_one_kept(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     used = store.create(tmp_path)
-    used.append("turn/start", {"turn": 1, "model": "m"}, durable=True)
+    used.append(TurnStart(1, "m"), durable=True)
     assert used.discard_if_empty() is False
     used.close()
     unused = store.create(tmp_path)

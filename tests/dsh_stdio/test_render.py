@@ -5,12 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dsh_core.errors import FailureRecord
-from dsh_core.loop import TurnEnd
+from dsh_core.events import TurnEnd
 from dsh_stdio.render import neutralise, outcome_line
 
 
 def end(kind: str, *, failure: FailureRecord | None = None, reason: str | None = None) -> TurnEnd:
-    return TurnEnd(turn=0, kind=kind, failure=failure, reason=reason)
+    # As the log is read: a kind this version does not know becomes "other".
+    data = {"turn": 0, "reason": {"kind": kind}}
+    end = TurnEnd.from_data(data)
+    return TurnEnd(end.turn, end.kind, failure, reason, end.other_kind)
 
 
 @pytest.mark.parametrize(
@@ -26,6 +29,7 @@ def end(kind: str, *, failure: FailureRecord | None = None, reason: str | None =
         (end("rejected", reason="too long"), "[turn rejected] too long"),
         (end("interrupted"), "[turn interrupted by a previous process exit]"),
         (end("max-tokens"), "[turn stopped at the output token limit]"),
+        (end("max-steps"), "[turn stopped at the step limit]"),
         (end("merged-by-a-newer-version"), None),
     ],
 )

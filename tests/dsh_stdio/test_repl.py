@@ -10,7 +10,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from dsh_core.stub_server import HttpError, StubServer
+from dsh_core.testing.stub_server import HttpError, StubServer
 from tests.support import DSH, assert_no_canary
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.stub_server import (
+from dsh_core.testing.stub_server import (
     Answer,
     Behaviour,
     Cut,
@@ -281,7 +281,7 @@ def test_stub_fault(case: StubCase, stub: StubServer, home: Path) -> None:
     assert run.turn_ends()[1] == {"kind": "completed"}
     answers = run.of_type("assistant/message")
     if case.shown:
-        assert answers[0] == {"turn": 1, "text": case.shown, "interrupted": True}
+        assert answers[0] == {"turn": 1, "step": 1, "text": case.shown, "interrupted": True}
     else:
         assert [a["turn"] for a in answers] == [2]
     assert len(stub.requests) == 2
@@ -604,7 +604,7 @@ def test_stream_that_stalls_after_some_text(
     assert run.returncode == status
     assert run.turn_ends() == [{"kind": "aborted", "reason": reason}]
     assert run.of_type("assistant/message") == [
-        {"turn": 1, "text": "Some text, then silence", "interrupted": True}
+        {"turn": 1, "step": 1, "text": "Some text, then silence", "interrupted": True}
     ]
     assert_sane(run)
 
@@ -647,7 +647,7 @@ def test_stream_that_stalls_after_some_text_times_out_without_retry(
     ], run.stdout
     assert retry_notices(run.stderr) == []  # text was shown: never retried
     assert run.of_type("assistant/message") == [
-        {"turn": 1, "text": "Some text, then silence", "interrupted": True}
+        {"turn": 1, "step": 1, "text": "Some text, then silence", "interrupted": True}
     ]
     assert run.returncode == 1
     assert_turn_failed(run, lines[1], "TIMEOUT")
@@ -700,7 +700,7 @@ def test_gigantic_line_of_text(stub: StubServer, home: Path) -> None:
     ), rejection
     assert run.returncode == 1
     assert len(stub.requests) == 1
-    assert run.of_type("assistant/message")[0] == {"turn": 1, "text": text}
+    assert run.of_type("assistant/message")[0] == {"turn": 1, "step": 1, "text": text}
     assert_sane(run)
 
 

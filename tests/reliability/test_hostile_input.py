@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.stub_server import ESCAPE_TEXT, Answer, RawStream, StubServer
+from dsh_core.testing.stub_server import ESCAPE_TEXT, Answer, RawStream, StubServer
 from tests.reliability.conftest import (
     DSH,
     Live,
@@ -99,7 +99,7 @@ def test_escape_sequences_and_bidi_pass_through_a_pipe(env: dict[str, str]) -> N
     run = run_dsh(env, stdin=b"escape\n")
     assert run.stdout_bytes == ESCAPE_TEXT.encode()
     assert run.returncode == 0
-    assert run.of_type("assistant/message") == [{"turn": 1, "text": ESCAPE_TEXT}]
+    assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": ESCAPE_TEXT}]
     assert_sane(run)
 
 
@@ -108,7 +108,7 @@ def test_every_control_and_separator_passes_through(stub: StubServer, env: dict[
     stub.enqueue(Answer(text))
     run = run_dsh(env, stdin=b"controls\n")
     assert run.stdout_bytes == (text + "\n").encode()
-    assert run.of_type("assistant/message") == [{"turn": 1, "text": text}]
+    assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": text}]
     assert_sane(run)
 
 

@@ -1,0 +1,111 @@
+"""Who may let a tool call run (SPEC section 8): a policy, and a person when there is one.
+
+=================================  ==========================  ================================
+call                               on a terminal               on a pipe or in one-shot mode
+=================================  ==========================  ================================
+``read``/``glob``/``grep`` inside  runs                        runs
+``read``/``glob``/``grep`` outside asks                        refused unless ``--allow read``
+``write``, ``edit``                asks                        refused unless ``--allow write``
+``bash``                           asks                        refused unless ``--allow shell``
+``bash`` leaving the sandbox       asks, even with ``--allow`` refused unless ``--sandbox off``
+=================================  ==========================  ================================
+
+``--allow`` grants without asking; an answer ``always`` lasts for the rest of the session.
+
+The policy never reads an answer from anywhere but its :class:`Asker`, which only a front door
+with a terminal provides: a pipe has none, so a line ``y`` on stdin can never approve a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .errors import TOOL_REFUSED
+from .events import ApprovalOutcome
+from .llm import ToolCall
+from .tools.base import Access, Invocation, ToolError
+
+__all__ = ["ALL_GRANTS", "Answer", "ApprovalPolicy", "Asker", "Grant", "Question", "allowed"]
+
+Grant = Literal["read", "write", "shell", "network"]
+ALL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell", "network"))
+
+Answer = Literal["yes", "no", "always"]
+"""A person's answer: ``always`` is yes for every later call of this tool in this session."""
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """What the person is asked about: the whole call, as the front door shows it."""
+
+    call: ToolCall
+    invocation: Invocation
+
+
+Asker = Callable[[Question], Awaitable[Answer]]
+"""Asks the person on a terminal. Cancelling the turn cancels the question."""
+
+
+@dataclass
+class ApprovalPolicy:
+    """Decides each call from its :class:`~dsh_core.tools.Access`, asking when it must."""
+
+    grants: frozenset[Grant] = frozenset()
+    """What ``--allow`` granted without asking."""
+    asker: Asker | None = None
+    """The terminal's question; None on a pipe and in one-shot mode."""
+    sandbox_off: bool = False
+    """``--sandbox off``: a command may run outside a sandbox without being asked about it."""
+    always: set[str] = field(default_factory=set)
+    """Tools the person answered ``always`` for, in this session."""
+
+    @classmethod
+    def granting(cls, grants: Iterable[Grant], asker: Asker | None = None) -> ApprovalPolicy:
+        return cls(frozenset(grants), asker)
+
+    async def decide(self, call: ToolCall, invocation: Invocation) -> ApprovalOutcome | None:
+        """How the call was decided; None when it needs no approval (a read inside)."""
+        access = invocation.access
+        if access.leaves_sandbox:
+            if self.asker is None:
+                return "granted-by-flag" if self.sandbox_off else "unavailable"
+            return await self._ask(call, invocation, remember=False)
+        if access.kind == "read" and not access.outside:
+            return None
+        if access.kind in self.grants:
+            return "granted-by-flag"
+        if call.name in self.always:
+            return "allowed-always"
+        if self.asker is None:
+            return "unavailable"
+        return await self._ask(call, invocation, remember=True)
+
+    async def _ask(
+        self, call: ToolCall, invocation: Invocation, *, remember: bool
+    ) -> ApprovalOutcome:
+        assert self.asker is not None
+        answer = await self.asker(Question(call, invocation))
+        if answer == "always" and remember:
+            self.always.add(call.name)
+            return "allowed-always"
+        return "rejected" if answer == "no" else "allowed"
+
+    def refusal(self, call: ToolCall, access: Access, outcome: ApprovalOutcome) -> ToolError:
+        """Why a call did not run, with the way out named (SPEC section 8)."""
+        if outcome == "unavailable":
+            if access.leaves_sandbox:
+                way_out = "run with --sandbox off, or let it run in the sandbox"
+            else:
+                way_out = f"run with --allow {access.kind}"
+            return ToolError(
+                f'tool "{call.name}" needs approval and there is no terminal to ask; {way_out}',
+                TOOL_REFUSED,
+            )
+        return ToolError(f'the user rejected tool "{call.name}"', TOOL_REFUSED)
+
+
+def allowed(outcome: ApprovalOutcome | None) -> bool:
+    """Whether a decision lets the call run."""
+    return outcome in (None, "allowed", "allowed-always", "granted-by-flag")

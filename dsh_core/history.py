@@ -1,0 +1,208 @@
+"""What the model sees, derived from the session log; and how a dead turn is closed validly.
+
+:class:`History` folds the log's records, as they are appended, into the messages of the next
+request. The rules (SPEC sections 6 and 8):
+
+- A turn counts once it ended with an answer (``completed``, ``max-tokens``, ``max-steps``),
+  or once the model said anything in it: text cut off by a failure is kept, and a turn that ran
+  any tool stays whatever its end, because its effects are real.
+- A turn that failed, was cancelled or rejected before any answer is left out: its question
+  would otherwise ride along with the next one. It stays in the log.
+- Every assistant message with tool calls is followed by one tool message per call, in order,
+  nothing between them. The log guarantees the pairs: the loop answers every call before
+  ``turn/end``, and :func:`closing_records` answers the calls a dead process left.
+- Two plain messages of one role in a row (possible in logs from before ``EMPTY_RESPONSE``
+  covered reasoning-only answers) are sent as one, joined by a blank line; tool-calling
+  assistant messages and tool messages are never merged.
+
+Folding is incremental: a turn costs the same at turn 1,000 as at turn 10.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, assert_never
+
+from .errors import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, FailureRecord
+from .events import (
+    ApprovalDecided,
+    AssistantStep,
+    Record,
+    RetryScheduled,
+    StepUsage,
+    SystemPrompt,
+    ToolCallStarted,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UnknownEvent,
+    UserText,
+)
+from .llm import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+
+if TYPE_CHECKING:
+    from .session import SessionEvent
+
+__all__ = [
+    "MESSAGE_OVERHEAD_TOKENS",
+    "History",
+    "closing_records",
+    "estimate_tokens",
+    "message_tokens",
+]
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Tokens each message costs beyond its text (role and separators), for the estimate."""
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: DeepSeek's rule of thumb, 0.3 per ASCII and 0.6 per other character.
+
+    It only has to tell a conversation that clearly does not fit; the server has the last word.
+    """
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars * 0.3 + (len(text) - ascii_chars) * 0.6)
+
+
+def message_tokens(message: Message) -> int:
+    """The estimated cost of one message in a request."""
+    tokens = estimate_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+    if isinstance(message, AssistantMessage):
+        for call in message.tool_calls:
+            tokens += estimate_tokens(call.name) + estimate_tokens(call.arguments)
+            tokens += MESSAGE_OVERHEAD_TOKENS
+    return tokens
+
+
+def _mergeable(before: Message, after: Message) -> bool:
+    if isinstance(before, UserMessage) and isinstance(after, UserMessage):
+        return True
+    return (
+        isinstance(before, AssistantMessage)
+        and isinstance(after, AssistantMessage)
+        and not before.tool_calls
+        and not after.tool_calls
+    )
+
+
+def _append(messages: list[Message], message: Message) -> int:
+    """Append ``message``, merged into the last one when allowed; returns the token change."""
+    if messages and _mergeable(messages[-1], message):
+        last = messages[-1]
+        before = message_tokens(last)
+        joined = f"{last.content}\n\n{message.content}"
+        merged: Message = (
+            UserMessage(joined)
+            if isinstance(last, UserMessage)
+            else AssistantMessage(joined, getattr(last, "reasoning", None))
+        )
+        messages[-1] = merged
+        return message_tokens(merged) - before
+    messages.append(message)
+    return message_tokens(message)
+
+
+class History:
+    """The messages the next request carries, kept up to date from the log's events."""
+
+    def __init__(self) -> None:
+        self._system: SystemMessage | None = None
+        self._committed: list[Message] = []
+        """The messages of the turns that count."""
+        self._committed_tokens = 0
+        self._open: list[Message] = []
+        """The messages of the turn that has started and not ended."""
+        self._read = 0
+        """Log events already folded in."""
+
+    def update(self, events: Sequence[SessionEvent]) -> None:
+        """Fold in the events appended since the last call (the log is append-only)."""
+        for event in events[self._read :]:
+            self._fold(event.record)
+        self._read = len(events)
+
+    def messages(self) -> list[Message]:
+        """The system prompt, the turns that count, then the open turn (a fresh list)."""
+        messages: list[Message] = [] if self._system is None else [self._system]
+        messages.extend(self._committed)
+        for message in self._open:
+            _append(messages, message)
+        return messages
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of the system prompt and the turns that ended."""
+        system = message_tokens(self._system) if self._system is not None else 0
+        return system + self._committed_tokens
+
+    @property
+    def open_tokens(self) -> int:
+        """Estimated tokens of the turn being run."""
+        return sum(message_tokens(message) for message in self._open)
+
+    def _fold(self, record: Record) -> None:
+        match record:
+            case SystemPrompt(text=text):
+                self._system = SystemMessage(text)
+            case TurnStart():
+                self._open = []
+            case UserText(text=text):
+                self._open = [UserMessage(text)]
+            case AssistantStep():
+                if record.text or record.tool_calls:
+                    reasoning = record.reasoning if record.tool_calls else None
+                    self._open.append(AssistantMessage(record.text, reasoning, record.tool_calls))
+            case ToolResult(call_id=call_id, content=content):
+                self._open.append(ToolMessage(call_id, content))
+            case TurnEnd(kind=kind):
+                said = any(not isinstance(m, UserMessage) for m in self._open)
+                if said or kind in ("completed", "max-tokens", "max-steps"):
+                    for message in self._open:
+                        self._committed_tokens += _append(self._committed, message)
+                self._open = []
+            case ToolCallStarted() | ApprovalDecided() | StepUsage() | RetryScheduled():
+                pass  # bookkeeping: the model does not see it
+            case UnknownEvent():
+                pass  # from a newer dsh: what it means for the history is unknown here
+            case _:
+                assert_never(record)
+
+
+def closing_records(records: Sequence[Record], end: TurnEnd) -> list[Record]:
+    """What closes a turn left open, so that the next request is valid: results, then ``end``.
+
+    ``records`` are the open turn's, from its ``turn/start``. Each call the model asked for
+    and that has no result gets one: ``TOOL_OUTCOME_UNKNOWN`` when it had started (its
+    ``tool/call`` is in the log), ``TOOL_NOT_STARTED`` when it had not.
+    """
+    turn = end.turn
+    started: set[str] = set()
+    answered: set[str] = set()
+    for record in records:
+        if isinstance(record, ToolCallStarted):
+            started.add(record.call_id)
+        elif isinstance(record, ToolResult):
+            answered.add(record.call_id)
+    closing: list[Record] = []
+    for record in records:
+        if not isinstance(record, AssistantStep):
+            continue
+        for call in record.tool_calls:
+            if call.id in answered:
+                continue
+            if call.id in started:
+                failure = FailureRecord(
+                    TOOL_OUTCOME_UNKNOWN,
+                    f'tool "{call.name}" was running when the process running dsh exited: '
+                    "its outcome is unknown; do not retry blindly",
+                )
+            else:
+                failure = FailureRecord(
+                    TOOL_NOT_STARTED,
+                    f'tool "{call.name}" was never started: the process running dsh exited '
+                    "first; retry it if it is still needed",
+                )
+            closing.append(ToolResult.failed(turn, record.step, call.id, failure))
+    closing.append(end)
+    return closing

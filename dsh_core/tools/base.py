@@ -1,0 +1,172 @@
+"""What a tool is to the agent loop, and the toolbox that holds the tools of one conversation.
+
+A tool checks a call's arguments and says what running it needs (:class:`Access`, which the
+approval policy decides on) before anything happens; only then is it run::
+
+    toolbox = Toolbox([ReadTool(workspace), BashTool(workspace)])
+    invocation = toolbox.prepare(call)     # ToolError: unknown tool, invalid arguments
+    ...                                    # approval, on Access
+    output = await invocation.run()        # a ToolOutput; failures are results too
+
+Every failure of a call reaches the model as ``Error: <error_chain>`` and the turn goes on
+(SPEC section 7). Cancelling the task that awaits ``run()`` must stop the work: a tool either
+lets ``CancelledError`` through, or stops and returns a result that says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ..errors import TOOL_FAILED, FailureRecord, HarnessError
+from ..llm import ToolCall, ToolSpec
+
+__all__ = [
+    "Access",
+    "AccessKind",
+    "Invocation",
+    "Tool",
+    "ToolError",
+    "ToolOutput",
+    "Toolbox",
+    "count_lines",
+]
+
+AccessKind = Literal["read", "write", "shell"]
+"""What a call does, as ``--allow`` names it: reads files, changes files, runs commands."""
+
+
+class ToolError(HarnessError):
+    """A tool call that cannot run or did not work: bad arguments, a missing file, a timeout."""
+
+    def __init__(self, message: str, code: str = TOOL_FAILED) -> None:
+        super().__init__(message, code)
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What running one call needs: the approval policy decides on this alone."""
+
+    kind: AccessKind
+    outside: tuple[str, ...] = ()
+    """Paths the call touches that resolve outside the working directory."""
+    leaves_sandbox: bool = False
+    """A command that asked to run outside the sandbox: always asked on a terminal."""
+    note: str = ""
+    """A remark for the approval question, e.g. ``(sandboxed: writes only /src, no network)``."""
+
+    @property
+    def changes_anything(self) -> bool:
+        """Whether the call may change files or run anything (its ``tool/call`` is fsynced)."""
+        return self.kind != "read"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a call produced, as the model will read it."""
+
+    content: str
+    """The text sent to the model; ``Error: <chain>`` for a failure."""
+    failure: FailureRecord | None = None
+    """Set when the call failed; its message is what ``content`` quotes."""
+    exit_code: int | None = None
+    """A command's exit status."""
+    truncated: bool = False
+    """``content`` was cut to the cap; ``output_file`` holds all of it."""
+    output_file: str | None = None
+
+    @classmethod
+    def failed(cls, exc: BaseException, *, content_after: str = "") -> ToolOutput:
+        """A failure as the model reads it: ``Error: <error_chain>``, then any partial output."""
+        record = FailureRecord.from_exception(exc)
+        if not isinstance(exc, HarnessError):
+            record = FailureRecord(TOOL_FAILED, record.message)
+        content = f"Error: {record.message}"
+        if content_after:
+            content = f"{content}\n{content_after}"
+        return cls(content, record)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """A call whose arguments were checked: what it needs, how it is shown, how it runs."""
+
+    access: Access
+    summary: str
+    """One line for the transcript and the question: ``$ pytest -q``, ``src/app.py``."""
+    run: Callable[[], Awaitable[ToolOutput]]
+    preview: str = ""
+    """More for the approval question: a unified diff for ``write``/``edit``."""
+
+
+class Tool(Protocol):
+    """One tool the model may call."""
+
+    @property
+    def spec(self) -> ToolSpec:
+        """Name, description and argument schema, as the model is told."""
+        ...
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        """A one-line summary of a call, from its arguments alone (no I/O): ``$ ls -la``."""
+        ...
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        """Check the arguments and say what running needs; raises ToolError when it cannot."""
+        ...
+
+
+class Toolbox:
+    """The tools of one conversation, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools = {tool.spec.name: tool for tool in tools}
+        self.specs: tuple[ToolSpec, ...] = tuple(tool.spec for tool in self._tools.values())
+        """What each request tells the model; empty when there are no tools."""
+
+    def __bool__(self) -> bool:
+        return bool(self._tools)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def describe(self, call: ToolCall) -> str:
+        """The call's one-line summary; for a call that cannot run, its arguments, shortened."""
+        tool = self._tools.get(call.name)
+        if tool is not None:
+            try:
+                return tool.describe(_arguments(call))
+            except ToolError:
+                pass
+        text = " ".join(call.arguments.split())
+        return text if len(text) <= 120 else text[:117] + "..."
+
+    def prepare(self, call: ToolCall) -> Invocation:
+        """The call checked and ready to approve and run; ToolError says why it cannot be."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            names = ", ".join(self._tools) or "none"
+            raise ToolError(f'unknown tool "{call.name}"; the tools are: {names}')
+        return tool.prepare(_arguments(call))
+
+
+def _arguments(call: ToolCall) -> Mapping[str, Any]:
+    problem: str | None = None
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError as exc:
+        problem = f"not valid JSON ({exc})"
+    else:
+        if isinstance(arguments, dict):
+            return arguments
+        problem = f"a JSON {type(arguments).__name__}, not an object"
+    # Raised out here: inside the except, json's own error would repeat in the chain.
+    raise ToolError(f"invalid arguments: {problem}")
+
+
+def count_lines(text: str) -> int:
+    """Lines in ``text``, a last line without its newline included."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)

@@ -1,0 +1,177 @@
+"""One run of dsh: the session log it writes, the model, and the conversation tying them.
+
+The modes (``pipe.py``, ``repl.py``) differ only in where input comes from and how much
+decoration a turn gets; opening and resuming the session, running and showing a turn, and the
+exit status a turn asks for live here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from dsh_core.chain import error_chain
+from dsh_core.deepseek import CONNECT_TIMEOUT, IDLE_TIMEOUT, READ_TIMEOUT, DeepSeekAdapter
+from dsh_core.errors import FailureRecord, SessionLogError
+from dsh_core.events import TurnEnd
+from dsh_core.loop import Conversation
+from dsh_core.session import SessionLog, SessionStore
+
+from .config import Config
+from .render import INTERRUPTED_LINE
+from .status import EXIT_FAILED, turn_status
+from .tty import STDIN, colour_wanted, quiet_terminal
+from .view import TurnView
+
+__all__ = ["Runtime"]
+
+
+@dataclass
+class Runtime:
+    """The open session log, the model and the conversation that ties them together."""
+
+    config: Config
+    store: SessionStore
+    model: DeepSeekAdapter
+    conversation: Conversation
+    err: TextIO
+    log_failed: bool = False
+    """A turn could not be written to the session log."""
+    output_failed: bool = False
+    """Standard output refused a write (a full disk, a closed descriptor)."""
+
+    @classmethod
+    def open(cls, config: Config, *, out: TextIO, err: TextIO) -> Runtime:
+        """Create or resume the session the flags ask for; say what loading repaired."""
+        model = _adapter(config)
+        model.check_key()  # a key that cannot be sent fails here, before a session exists
+        store = SessionStore(config.home)
+        cwd = Path.cwd()
+        if config.resume is not None:
+            log, report = store.open(config.resume)
+        elif config.continue_session:
+            found = store.newest(cwd)
+            if found is None:
+                log, report = store.create(cwd), None
+                err.write(f"dsh: no session yet for {cwd}; started {log.id}\n")
+            else:
+                log, report = found
+        else:
+            log, report = store.create(cwd), None
+        if report is not None:
+            for notice in report.notices:
+                err.write(f"dsh: {notice}\n")
+        if report is not None and report.interrupted_turn is not None:
+            # This load found the last turn left open by a process that died, and closed it.
+            out.write(INTERRUPTED_LINE + "\n")
+            out.flush()
+        runtime = cls(config, store, model, _conversation(config, model, log, config.model), err)
+        return runtime
+
+    def new(self) -> SessionLog:
+        """Start a fresh session (``/new``), keeping the model and its settings."""
+        old = self.conversation
+        log = self.store.create(Path.cwd())
+        self.conversation = _conversation(self.config, self.model, log, old.model_name)
+        self._close_log(old.log)
+        return log
+
+    def _close_log(self, log: SessionLog) -> None:
+        # An unused session is not kept: --continue should find the conversation before it.
+        if not log.discard_if_empty():
+            log.close()
+
+    def cancel_turn(self, reason: str) -> bool:
+        """Cancel the running turn with ``reason``; False when no turn is running."""
+        if not self.conversation.running:
+            return False
+        self.conversation.cancel(reason)
+        return True
+
+    def view(self, out: TextIO, *, terminal: bool) -> TurnView:
+        """A TurnView for the next turn, wired so that a stdout that fails cancels the turn."""
+
+        def output_failed(exc: OSError) -> None:
+            self.conversation.cancel(f"standard output failed: {error_chain(exc)}")
+
+        return TurnView(
+            out,
+            self.err,
+            terminal=terminal,
+            show_reasoning=terminal or self.config.show_reasoning,
+            colour=terminal and colour_wanted(out),
+            on_output_error=output_failed,
+        )
+
+    @property
+    def broken(self) -> bool:
+        """The session cannot usefully go on: its log or stdout refused a write."""
+        return self.log_failed or self.output_failed
+
+    def status(self, end: TurnEnd) -> int:
+        """The exit status this turn asks for, counting a log or stdout that failed."""
+        return EXIT_FAILED if self.broken else turn_status(end)
+
+    async def run_turn(self, text: str, view: TurnView) -> TurnEnd:
+        """Run one turn and show it; a log that cannot be written fails the turn, not dsh.
+
+        The failure is shown as ``[turn failed SESSION_LOG] ...`` and ``log_failed`` is set: a
+        pipe stops there, since nothing more can be stored; the REPL goes on, and the loop
+        ends the turn the failure left open before it starts the next. On a terminal, the
+        waiting indicator shows until the first token and typing is not echoed meanwhile.
+        """
+        view.show_waiting()
+        try:
+            with quiet_terminal(STDIN):
+                end = await self.conversation.run_turn(text, on_event=view.on_event)
+        except SessionLogError as exc:
+            end = self._unrecorded(exc)
+        return self._shown(end, view)
+
+    def reject_oversized(self, size: int, view: TurnView) -> TurnEnd:
+        """Record and show a turn whose input line was too long to read whole."""
+        try:
+            end = self.conversation.reject_oversized(size)
+        except SessionLogError as exc:
+            end = self._unrecorded(exc)
+        return self._shown(end, view)
+
+    def _unrecorded(self, exc: SessionLogError) -> TurnEnd:
+        self.log_failed = True
+        return TurnEnd(-1, "error", FailureRecord.from_exception(exc))  # -1: not in the log
+
+    def _shown(self, end: TurnEnd, view: TurnView) -> TurnEnd:
+        view.finish(end)
+        if view.output_error is not None:
+            # stdout is what failed, so the one place left to say it is stderr.
+            self.output_failed = True
+            with contextlib.suppress(OSError, ValueError):
+                self.err.write(
+                    f"dsh: cannot write to standard output: {error_chain(view.output_error)}\n"
+                )
+                self.err.flush()
+        return end
+
+    async def close(self) -> None:
+        self._close_log(self.conversation.log)
+        await self.model.close()
+
+
+def _adapter(config: Config) -> DeepSeekAdapter:
+    wait = config.timeout  # one knob for every wait; connecting keeps its own cap
+    return DeepSeekAdapter(
+        base_url=config.base_url,
+        api_key=config.api_key,
+        connect_timeout=CONNECT_TIMEOUT if wait is None else min(CONNECT_TIMEOUT, wait),
+        read_timeout=READ_TIMEOUT if wait is None else wait,
+        idle_timeout=IDLE_TIMEOUT if wait is None else wait,
+    )
+
+
+def _conversation(
+    config: Config, model: DeepSeekAdapter, log: SessionLog, model_name: str
+) -> Conversation:
+    """The conversation over ``log``, as the flags configure it."""
+    return Conversation(model, log, model_name=model_name, max_tokens=config.max_tokens)

@@ -1,0 +1,54 @@
+"""The terminal: standard input's descriptor, echo during a turn, and whether to use colour."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import TextIO
+
+__all__ = ["STDIN", "colour_wanted", "discard_typed_ahead", "quiet_terminal"]
+
+STDIN = 0
+"""Standard input's descriptor: read with os.read, never through sys.stdin's buffer."""
+
+
+@contextlib.contextmanager
+def quiet_terminal(fd: int) -> Iterator[None]:
+    """While a turn runs, the terminal does not echo what is typed.
+
+    Otherwise Ctrl-C shows as ``^C`` in front of the outcome line and text typed ahead lands
+    in the middle of the answer. Keys still count: Ctrl-C still sends SIGINT, and what was
+    typed ahead waits for the next prompt. A no-op when ``fd`` is not a terminal.
+    """
+    if not os.isatty(fd):
+        yield
+        return
+    import termios
+
+    saved = termios.tcgetattr(fd)
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)  # lflags
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def discard_typed_ahead(fd: int) -> None:
+    """Throw away what was typed and not read yet, so that it cannot answer a question."""
+    if os.isatty(fd):
+        import termios
+
+        with contextlib.suppress(OSError):
+            termios.tcflush(fd, termios.TCIFLUSH)
+
+
+def colour_wanted(stream: TextIO) -> bool:
+    """Dim text only on a real terminal that can show it, and never against NO_COLOR."""
+    return (
+        stream.isatty()
+        and os.environ.get("TERM", "dumb") != "dumb"
+        and "NO_COLOR" not in os.environ
+    )

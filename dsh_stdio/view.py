@@ -1,0 +1,239 @@
+"""Showing one turn: model text, reasoning, tool lines, notices and the outcome line.
+
+Everything bound for stdout goes through one buffer written once per event-loop iteration, so
+the waiting indicator, its erasure, notices, tool lines and text keep their order, and a long
+answer costs a few hundred writes, not one per delta.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TextIO, assert_never
+
+from dsh_core.events import TurnEnd
+from dsh_core.llm import (
+    Finish,
+    KeepAlive,
+    ReasoningDelta,
+    RetryNotice,
+    TextDelta,
+    ToolCallRequest,
+    Usage,
+)
+from dsh_core.loop import LoopEvent, ToolFinished, ToolStarting, TurnFailed
+
+from .render import (
+    neutralise,
+    outcome_line,
+    retry_notice,
+    tool_call_line,
+    tool_result_line,
+    usage_line,
+)
+
+__all__ = ["TurnView"]
+
+
+class TurnView:
+    """Shows one turn's live events.
+
+    ``terminal`` decides the decoration: neutralised model text, reasoning shown dim, a
+    waiting indicator, tool lines and notices on stdout; on a pipe, text passes through as
+    data, and tool lines and notices go to stderr as ``dsh:`` lines, so stdout holds only the
+    answers and outcome lines.
+    """
+
+    WAITING = "… waiting for the model"
+    BUSY = "… server busy, waiting"
+
+    def __init__(
+        self,
+        out: TextIO,
+        err: TextIO,
+        *,
+        terminal: bool,
+        show_reasoning: bool,
+        colour: bool = False,
+        on_output_error: Callable[[OSError], None] | None = None,
+    ) -> None:
+        self._out = out
+        self._err = err
+        self._terminal = terminal
+        self._show_reasoning = show_reasoning
+        self._colour = colour
+        self._pending: list[str] = []
+        self._flush_scheduled = False
+        self._in_reasoning = False
+        self._at_line_start = True
+        self._waiting = ""
+        """The indicator on screen now, to be erased before anything else is written."""
+        self._on_output_error = on_output_error
+        self.output_error: OSError | None = None
+        """Why stdout refused a write; from then on, output is dropped."""
+        self.usage: Usage | None = None
+        """The turn's tokens, summed over its steps."""
+        self.started = time.monotonic()
+
+    # Output plumbing.
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        self._clear_waiting()
+        self._pending.append(text)
+        self._at_line_start = text.endswith("\n")
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        text = "".join(self._pending)
+        self._pending.clear()
+        if self.output_error is not None:
+            return
+        try:
+            if text:
+                self._out.write(text)
+            self._out.flush()
+        except OSError as exc:  # a full disk, a closed descriptor: nothing more can be shown
+            self.output_error = exc
+            if self._on_output_error is not None:
+                self._on_output_error(exc)
+
+    def notice(self, text: str) -> None:
+        """A side remark (retry, usage, a tool line): on stdout on a terminal, else stderr.
+
+        Notices carry server and model words, so they are neutralised like model text.
+        """
+        self._remark(text, dim=True)
+
+    def _remark(self, text: str, *, dim: bool) -> None:
+        text = neutralise(text)
+        if self._terminal:
+            self._end_line()
+            self._write((self._dim(text) if dim else text) + "\n")
+        else:
+            self.flush()
+            self._to_stderr(f"dsh: {text}\n")
+
+    def _to_stderr(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # stderr is only a side channel
+            self._err.write(text)
+            self._err.flush()
+
+    def _dim(self, text: str) -> str:
+        return f"\x1b[2m{text}\x1b[0m" if self._colour else text
+
+    def _end_line(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+
+    def show_waiting(self, text: str = WAITING) -> None:
+        """The terminal's 'model is working' indicator, erased by whatever is written next."""
+        if not self._terminal or not self._at_line_start:
+            return
+        self._clear_waiting()
+        self._pending.append(text)
+        self._waiting = text
+        self.flush()  # now: the point is to be seen while nothing else arrives
+
+    def _clear_waiting(self) -> None:
+        if self._waiting:
+            self._pending.append("\r" + " " * len(self._waiting) + "\r")
+            self._waiting = ""
+
+    def pause(self) -> None:
+        """Put everything on screen and leave the line empty, before someone else writes."""
+        self._clear_waiting()
+        self._end_reasoning_if_open()
+        self._end_line()
+        self.flush()
+
+    # Events.
+
+    def on_event(self, event: LoopEvent) -> None:
+        match event:
+            case TextDelta(text=text):
+                if self._in_reasoning:
+                    self._in_reasoning = False
+                    if self._terminal or self._show_reasoning:
+                        self._end_reasoning()
+                self._write(neutralise(text) if self._terminal else text)
+            case ReasoningDelta(text=text):
+                self._reasoning(text)
+            case KeepAlive():
+                if self._waiting != self.BUSY:
+                    self.show_waiting(self.BUSY)
+            case RetryNotice():
+                self.notice(retry_notice(event))
+                self.show_waiting()
+            case Usage():
+                self.usage = _add(self.usage, event)
+            case ToolStarting(call=call, summary=summary):
+                # The step's text ends its line on stdout, on a pipe too: the next step's text
+                # starts a line of its own (and `dsh --show` prints it the same way).
+                self._end_reasoning_if_open()
+                self._end_line()
+                self._remark(tool_call_line(call, summary), dim=False)
+            case ToolFinished(call=call, result=result):
+                self._remark(tool_result_line(call, result), dim=False)
+                self.show_waiting()
+            case Finish() | ToolCallRequest() | TurnFailed():
+                pass
+            case _:
+                assert_never(event)
+
+    def _reasoning(self, text: str) -> None:
+        if self._terminal:
+            if not self._in_reasoning:
+                self._end_line()
+                self._write(self._dim("thinking: "))
+            self._in_reasoning = True
+            if text:
+                self._write(self._dim(neutralise(text)))
+        elif self._show_reasoning:
+            self._in_reasoning = True
+            self._to_stderr(text)
+        else:
+            self._in_reasoning = True
+
+    def _end_reasoning_if_open(self) -> None:
+        if self._in_reasoning:
+            self._in_reasoning = False
+            if self._terminal or self._show_reasoning:
+                self._end_reasoning()
+
+    def _end_reasoning(self) -> None:
+        if self._terminal:
+            self._end_line()
+            self._write(self._dim("---") + "\n")
+        else:
+            self._to_stderr("\n")
+
+    def finish(self, end: TurnEnd) -> None:
+        """End the answer's line, then the outcome line and the usage notice."""
+        self._clear_waiting()
+        self._end_reasoning_if_open()  # the turn ended while the model was still thinking
+        self._end_line()
+        line = outcome_line(end)
+        if line is not None:
+            self._write(neutralise(line) + "\n")  # it may quote the server's words
+        self.flush()
+        if end.kind in ("completed", "max-tokens", "max-steps"):
+            self.notice(usage_line(self.usage, time.monotonic() - self.started))
+            self.flush()
+
+
+def _add(total: Usage | None, step: Usage) -> Usage:
+    if total is None:
+        return step
+    return Usage(
+        total.prompt_tokens + step.prompt_tokens,
+        total.completion_tokens + step.completion_tokens,
+        total.cached_tokens + step.cached_tokens,
+        total.reasoning_tokens + step.reasoning_tokens,
+    )
