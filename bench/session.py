@@ -21,6 +21,7 @@ import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh_core.events import AssistantStep, StepUsage, TurnEnd, TurnStart, UserText
 from dsh_core.llm import Finish, TextDelta, Usage
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionStore
@@ -39,20 +40,11 @@ def build(store: SessionStore, turns: int) -> str:
     """A closed session of ``turns`` completed turns, written the way the loop writes them."""
     with store.create(CWD) as log:
         for turn in range(1, turns + 1):
-            log.append("turn/start", {"turn": turn, "model": "deepseek-v4-flash"})
-            log.append("user/message", {"turn": turn, "text": f"{turn}: {USER}"})
-            log.append("assistant/message", {"turn": turn, "text": ANSWER})
-            log.append(
-                "usage",
-                {
-                    "turn": turn,
-                    "prompt_tokens": 1000 + turn,
-                    "completion_tokens": 300,
-                    "cached_tokens": 900,
-                    "reasoning_tokens": 0,
-                },
-            )
-            log.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            log.append(TurnStart(turn, "deepseek-v4-flash"))
+            log.append(UserText(turn, f"{turn}: {USER}"))
+            log.append(AssistantStep(turn, 1, ANSWER))
+            log.append(StepUsage(turn, 1, 1000 + turn, 300, 900, 0))
+            log.append(TurnEnd(turn, "completed"))
         return log.id
 
 

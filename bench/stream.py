@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/stream.py [--deltas 100000] [--repeat 3]
 
-The stub runs in a separate process (``python -m dsh_core.stub_server``), so the client under
-test has a core to itself. Each candidate reads the same stream, one candidate after another,
+The stub runs in a separate process (``python -m dsh_core.testing.stub_server``), so the client
+under test has a core to itself. Each candidate reads the same stream, one candidate after another,
 round after round, and the best round counts: the machine is noisy. Candidates:
 
 - ``adapter``: :class:`dsh_core.DeepSeekAdapter`, the product's path.
@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from dsh_core import ChatRequest, Message, TextDelta
+from dsh_core import ChatRequest, TextDelta, UserMessage
 from dsh_core.deepseek import DeepSeekAdapter
 
 KEY = "sk-bench-not-a-real-key"
@@ -68,7 +68,7 @@ def adapter_runner() -> tuple[Runner, Callable[[], Awaitable[None]]]:
         adapter = adapters.get(url)
         if adapter is None:
             adapter = adapters[url] = DeepSeekAdapter(base_url=url, api_key=KEY)
-        request = ChatRequest(model=MODEL, messages=(Message("user", PROMPT),))
+        request = ChatRequest(model=MODEL, messages=(UserMessage(PROMPT),))
         chars = 0
         async for event in adapter.stream(request):
             if isinstance(event, TextDelta):
@@ -159,7 +159,7 @@ def openai_runner() -> tuple[Runner, Callable[[], Awaitable[None]]]:
 
 
 def start_stub(deltas: int, chunk_events: int) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "dsh_core.stub_server", "--long-deltas", str(deltas)]
+    command = [sys.executable, "-m", "dsh_core.testing.stub_server", "--long-deltas", str(deltas)]
     command += ["--long-chunk-events", str(chunk_events)]
     process = subprocess.Popen(
         command,

@@ -12,11 +12,15 @@
 The walk follows ``__cause__``, else ``__context__`` even when ``__suppress_context__`` is set:
 httpcore re-raises ``from None`` and the errno lives in that suppressed context. This is the one
 renderer for every place that shows or stores a failure; routing uses ``HarnessError.code``.
+:func:`iter_chain` is that walk on its own, for code that looks for a kind of link (the
+adapter's permanent-failure check) rather than rendering.
 """
 
 from __future__ import annotations
 
-__all__ = ["error_chain"]
+from collections.abc import Iterator
+
+__all__ = ["error_chain", "iter_chain"]
 
 MAX_LINKS = 64
 """Links shown before the rest of a long chain is summarised as a count."""
@@ -36,31 +40,48 @@ def error_chain(value: object) -> str:
         return UNRENDERABLE
 
 
+def iter_chain(value: object, seen: set[int] | None = None) -> Iterator[object]:
+    """Yield ``value``, then each link of its chain: ``__cause__``, else ``__context__`` even
+    when suppressed. Stops before a link already seen (a cycle) or at the end of the chain.
+
+    ``seen`` (ids) is shared and updated: a link in it when the walk reaches it ends the walk.
+    Whether the walk ended at a cycle: the last link yielded still has a next link.
+    """
+    if seen is None:
+        seen = set()
+    current: object = value
+    while id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = _next_link(current)
+        if current is None:
+            return
+
+
 def _render(value: object, ancestors: frozenset[int], depth: int) -> str:
     parts: list[str] = []
     seen = set(ancestors)
     previous: str | None = None
-    current: object = value
+    last: object = None
+    walked = False
     shown = 0
-    while True:
-        if id(current) in seen:
-            parts.append(CIRCULAR)
-            break
+    links = iter_chain(value, seen)
+    for link in links:
         if shown == MAX_LINKS:
-            parts.append(f"<{_count_rest(current, seen)} more links>")
-            break
-        seen.add(id(current))
+            parts.append(f"<{1 + sum(1 for _ in links)} more links>")
+            return ": ".join(parts)
         try:
-            text = _link_text(current, frozenset(seen), depth)
+            text = _link_text(link, frozenset(seen), depth)
         except BaseException:  # e.g. a group whose .message property raises
             text = UNRENDERABLE
         if text != previous:
             parts.append(text)
             shown += 1
         previous = text
-        current = _next_link(current)
-        if current is None:
-            break
+        last, walked = link, True
+    # The walk stops at the chain's end or at a link seen before: only the second has a next.
+    if (_next_link(last) if walked else value) is not None:
+        parts.append(CIRCULAR)
     return ": ".join(parts)
 
 
@@ -83,16 +104,6 @@ def _next_link(value: object) -> object:
     if value.__cause__ is not None:
         return value.__cause__
     return value.__context__
-
-
-def _count_rest(value: object, seen: set[int]) -> int:
-    count = 0
-    current: object = value
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        count += 1
-        current = _next_link(current)
-    return count
 
 
 def _safe_str(value: object) -> str:

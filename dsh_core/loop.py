@@ -197,7 +197,12 @@ class _Step:
                 self.usage = event  # providers send one; if more, the last is the total
             case Finish():
                 self.finish = event
-            case KeepAlive() | RetryNotice():
+            case RetryNotice():
+                # The failed attempt's reasoning was not shown (a pipe hides it) and is not
+                # the answer: the retry starts the step over.
+                self.text.clear()
+                self.reasoning.clear()
+            case KeepAlive():
                 pass
             case _:
                 assert_never(event)

@@ -12,15 +12,31 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Literal, NoReturn, get_args
 from urllib.parse import urlsplit
 
-from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL, redact_url
+from dsh_core.approval import ALL_GRANTS, Grant
+from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
+from dsh_core.loop import DEFAULT_MAX_STEPS
+from dsh_core.urls import redact_url
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "Config", "StartupError", "parse_config"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "Action",
+    "Config",
+    "SandboxMode",
+    "StartupError",
+    "parse_config",
+]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
+
+Action = Literal["chat", "sessions", "show"]
+"""What this run does: talk to the model, list sessions, or print one."""
+
+SandboxMode = Literal["auto", "on", "off"]
 
 
 class StartupError(HarnessError):
@@ -46,7 +62,25 @@ class Config:
     question: str | None
     """The one-shot question, or None for a session (REPL or pipe)."""
     api_key: str = field(repr=False)
-    """From the environment only; kept out of ``repr`` so it cannot leak into a message."""
+    """From the environment only; kept out of ``repr`` so it cannot leak into a message.
+    Empty for the actions that need no model (``--sessions``, ``--show``)."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Model requests one turn may make."""
+    allow: frozenset[Grant] = frozenset()
+    """What ``--allow`` grants without asking."""
+    tools: bool = True
+    """False with ``--no-tools``: no tools are offered to the model."""
+    sandbox: SandboxMode = "auto"
+    """Whether ``bash`` runs under bubblewrap."""
+    system: str | None = None
+    """``-s``: replaces the first part of the system prompt."""
+    json: bool = False
+    """``--json``: stdout is one JSON object per line."""
+    action: Action = "chat"
+    show: str | None = None
+    """The session ``--show`` prints: an id, or ``last``."""
+    all_directories: bool = False
+    """``--sessions --all``: every working directory's sessions."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,29 +96,70 @@ def _build_parser() -> _Parser:
         description="Chat with a DeepSeek model: a REPL on a terminal, one turn per line on a "
         "pipe, or one question as arguments.",
         epilog=f"The API key is read from {API_KEY_VARIABLE}. Offline demo without a key: "
-        "python scripts/demo_repl.py",
+        "dsh --demo",
     )
     parser.add_argument("question", nargs="*", help="ask one question and exit (one-shot mode)")
     parser.add_argument("--base-url", metavar="URL", help="API base URL [DEEPSEEK_BASE_URL]")
-    parser.add_argument("--model", metavar="NAME", help="model name [DSH_MODEL]")
+    parser.add_argument("-m", "--model", metavar="NAME", help="model name [DSH_MODEL]")
     parser.add_argument("--home", metavar="DIR", help="sessions and history [DSH_HOME, ~/.dsh]")
     parser.add_argument("--max-tokens", metavar="N", help="output token limit [DSH_MAX_TOKENS]")
+    parser.add_argument(
+        "--max-steps",
+        metavar="N",
+        help=f"model requests per turn (default {DEFAULT_MAX_STEPS}) [DSH_MAX_STEPS]",
+    )
     parser.add_argument(
         "--timeout",
         metavar="SECONDS",
         help="wait this long for a response and between stream events "
         "(default 60 s for the response, 120 s between events) [DSH_TIMEOUT]",
     )
+    parser.add_argument(
+        "-s", "--system", metavar="TEXT", help="replace the first part of the system prompt"
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        metavar="WHAT",
+        help="let tools run without asking: read (outside this directory), write, shell, "
+        "network, all; comma-separated, repeatable",
+    )
+    parser.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    parser.add_argument(
+        "--sandbox",
+        metavar="MODE",
+        help="run bash under bubblewrap: auto (when it works), on, off [DSH_SANDBOX]",
+    )
     resume = parser.add_mutually_exclusive_group()
     resume.add_argument(
+        "-c",
         "--continue",
         dest="continue_session",
         action="store_true",
         help="resume the newest session of this directory",
     )
-    resume.add_argument("--resume", metavar="ID", help="resume the session with this id")
+    resume.add_argument("-r", "--resume", metavar="ID", help="resume the session with this id")
     parser.add_argument(
         "--show-reasoning", action="store_true", help="print reasoning on a pipe (to stderr)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="stdout: one JSON object per event (pipe, one-shot)"
+    )
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument(
+        "--sessions", action="store_true", help="list this directory's sessions, newest first"
+    )
+    what.add_argument("--show", metavar="ID", help="print a session as a transcript (last: newest)")
+    parser.add_argument(
+        "--all",
+        dest="all_directories",
+        action="store_true",
+        help="with --sessions: every directory",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="run the offline demo against the bundled stub server (no key, no network)",
     )
     parser.add_argument("--version", action="version", version=f"dsh {_version()}")
     return parser
@@ -96,7 +171,7 @@ def _version() -> str:
     return __version__
 
 
-def _max_tokens(text: str | None, source: str) -> int | None:
+def _positive(text: str | None, source: str) -> int | None:
     if text is None or text.strip() == "":
         return None
     try:
@@ -154,9 +229,9 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         base_url = DEFAULT_BASE_URL
 
     if args.max_tokens is not None:
-        max_tokens = _max_tokens(args.max_tokens, "--max-tokens")
+        max_tokens = _positive(args.max_tokens, "--max-tokens")
     else:
-        max_tokens = _max_tokens(env.get("DSH_MAX_TOKENS"), "DSH_MAX_TOKENS")
+        max_tokens = _positive(env.get("DSH_MAX_TOKENS"), "DSH_MAX_TOKENS")
 
     if args.timeout is not None:
         timeout = _timeout(args.timeout, "--timeout")
@@ -165,12 +240,30 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
 
     model = args.model or env.get("DSH_MODEL") or DEFAULT_MODEL
     home = Path(args.home or env.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
+    max_steps = _positive(args.max_steps, "--max-steps") if args.max_steps is not None else None
+    if max_steps is None:
+        max_steps = _positive(env.get("DSH_MAX_STEPS"), "DSH_MAX_STEPS") or DEFAULT_MAX_STEPS
+    if args.sandbox is not None:
+        sandbox = _sandbox(args.sandbox, "--sandbox")
+    else:
+        sandbox = _sandbox(env.get("DSH_SANDBOX") or "auto", "DSH_SANDBOX")
+    if args.json and args.show_reasoning:
+        raise StartupError(
+            "--json and --show-reasoning cannot be used together: with --json, reasoning is "
+            "in the output as reasoning/delta events"
+        )
+    if args.all_directories and not args.sessions:
+        raise StartupError("--all only goes with --sessions (see dsh --help)")
+    action: Action = "sessions" if args.sessions else "show" if args.show is not None else "chat"
+    if action != "chat" and (args.question or args.json):
+        flag = "--sessions" if args.sessions else "--show"
+        raise StartupError(f"{flag} takes no question and no --json (see dsh --help)")
 
     api_key = env.get(API_KEY_VARIABLE, "").strip()
-    if not api_key:
+    if not api_key and action == "chat":
         raise StartupError(
             f"{API_KEY_VARIABLE} is not set: export your DeepSeek API key, "
-            "or try the offline demo: python scripts/demo_repl.py",
+            "or try the offline demo: dsh --demo",
             MISSING_CREDENTIAL,
         )
 
@@ -186,4 +279,34 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         show_reasoning=args.show_reasoning,
         question=question,
         api_key=api_key,
+        max_steps=max_steps,
+        allow=_grants(args.allow or []),
+        tools=not args.no_tools,
+        sandbox=sandbox,
+        system=args.system,
+        json=args.json,
+        action=action,
+        show=args.show,
+        all_directories=args.all_directories,
     )
+
+
+def _grants(values: Sequence[str]) -> frozenset[Grant]:
+    grants: set[Grant] = set()
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    for name in names:
+        if name == "all":
+            grants |= ALL_GRANTS
+        elif name in ALL_GRANTS:
+            grants.add(name)
+        else:
+            choices = ", ".join(sorted(ALL_GRANTS)) + ", all"
+            raise StartupError(f"--allow takes {choices}; not {name!r}")
+    return frozenset(grants)
+
+
+def _sandbox(text: str, source: str) -> SandboxMode:
+    value = text.strip().lower()
+    if value not in get_args(SandboxMode):
+        raise StartupError(f"{source} must be auto, on or off, not {text!r}")
+    return value  # type: ignore[return-value]

@@ -72,12 +72,11 @@ def tool_result_line(call: ToolCall, result: ToolResult) -> str:
     return line
 
 
-def retry_notice(notice: RetryNotice) -> str:
-    """``retrying in 1.2 s (retry 1 of 4): <error_chain>``."""
-    return (
-        f"retrying in {notice.delay:.1f} s (retry {notice.attempt} of {notice.max_retries}): "
-        f"{error_chain(notice.error)}"
-    )
+def retry_notice(notice: RetryNotice, *, same_as_before: bool = False) -> str:
+    """``retrying in 1.2 s (retry 1 of 4): <error_chain>``; the chain is left out when it is
+    the one the previous notice of this request already showed."""
+    line = f"retrying in {notice.delay:.1f} s (retry {notice.attempt} of {notice.max_retries})"
+    return line if same_as_before else f"{line}: {error_chain(notice.error)}"
 
 
 def usage_line(usage: Usage | None, seconds: float) -> str:

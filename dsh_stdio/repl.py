@@ -20,6 +20,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from dsh_core.chain import error_chain
 
+from .approve import TerminalQuestion
 from .config import StartupError
 from .render import neutralise
 from .runtime import Runtime
@@ -135,6 +136,22 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
     )
     commands = _Commands(runtime, out)
     loop = asyncio.get_running_loop()
+
+    def arm_ctrl_c() -> None:
+        # prompt_toolkit removed the loop's SIGINT handler as the prompt ended. Until the next
+        # prompt replaces it, Ctrl-C cancels the running turn (idle: nothing). Never removed
+        # here: a second Ctrl-C must not find Python's KeyboardInterrupt instead.
+        loop.add_signal_handler(signal.SIGINT, runtime.cancel_turn, "user")
+
+    def show_turn_so_far() -> None:
+        if runtime.current_view is not None:
+            runtime.current_view.pause()
+
+    runtime.ask_on(
+        TerminalQuestion(
+            out, before=show_turn_so_far, after=arm_ctrl_c, cancel_turn=runtime.cancel_turn
+        )
+    )
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
     stopper = Stopper(runtime.cancel_turn, signal.SIGTERM, signal.SIGHUP)
     out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
@@ -147,10 +164,7 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
                 break
-            # prompt_toolkit removed the loop's SIGINT handler as the prompt ended. Until the
-            # next prompt replaces it, Ctrl-C cancels the running turn (idle: nothing). Never
-            # removed here: a second Ctrl-C must not find Python's KeyboardInterrupt instead.
-            loop.add_signal_handler(signal.SIGINT, lambda: runtime.conversation.cancel("user"))
+            arm_ctrl_c()
             if not line.strip():
                 continue
             if line.startswith("//"):

@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
 from dsh_core.deepseek import CONNECT_TIMEOUT, IDLE_TIMEOUT, READ_TIMEOUT, DeepSeekAdapter
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionLog, SessionStore
+from dsh_core.tools import Toolbox
 
 from .config import Config
+from .jsonout import JsonView
 from .render import INTERRUPTED_LINE
 from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
@@ -37,15 +40,21 @@ class Runtime:
     model: DeepSeekAdapter
     conversation: Conversation
     err: TextIO
+    asker: Asker | None = None
+    """The terminal's approval question; None on a pipe and in one-shot mode."""
+    current_view: TurnView | None = None
+    """The view of the turn running now."""
+    json_view: JsonView | None = None
+    """With ``--json``: the one writer of stdout for the whole run."""
     log_failed: bool = False
     """A turn could not be written to the session log."""
     output_failed: bool = False
     """Standard output refused a write (a full disk, a closed descriptor)."""
 
     @classmethod
-    def open(cls, config: Config, *, out: TextIO, err: TextIO) -> Runtime:
+    def open(cls, config: Config, *, out: TextIO, err: TextIO, terminal: bool) -> Runtime:
         """Create or resume the session the flags ask for; say what loading repaired."""
-        model = _adapter(config)
+        model = _adapter(config, terminal=terminal)
         model.check_key()  # a key that cannot be sent fails here, before a session exists
         store = SessionStore(config.home)
         cwd = Path.cwd()
@@ -63,25 +72,55 @@ class Runtime:
         if report is not None:
             for notice in report.notices:
                 err.write(f"dsh: {notice}\n")
-        if report is not None and report.interrupted_turn is not None:
+        placeholder = Conversation(model, log, model_name=config.model)
+        runtime = cls(config, store, model, placeholder, err)
+        runtime.conversation = runtime._conversation(log, config.model)
+        if config.json:
+            view = runtime.view(out, terminal=False)  # the session line comes first
+            if report is not None and report.appended:
+                assert isinstance(view, JsonView)
+                view.replay(log.events[-report.appended :])
+        elif report is not None and report.interrupted_turn is not None:
             # This load found the last turn left open by a process that died, and closed it.
             out.write(INTERRUPTED_LINE + "\n")
             out.flush()
-        runtime = cls(config, store, model, _conversation(config, model, log, config.model), err)
         return runtime
+
+    def ask_on(self, asker: Asker) -> None:
+        """Let tool calls that need approval be asked about (the REPL)."""
+        self.asker = asker
+        self.conversation.approval.asker = asker
 
     def new(self) -> SessionLog:
         """Start a fresh session (``/new``), keeping the model and its settings."""
         old = self.conversation
         log = self.store.create(Path.cwd())
-        self.conversation = _conversation(self.config, self.model, log, old.model_name)
+        self.conversation = self._conversation(log, old.model_name)
         self._close_log(old.log)
         return log
 
-    def _close_log(self, log: SessionLog) -> None:
+    def _conversation(self, log: SessionLog, model_name: str) -> Conversation:
+        """The conversation over ``log``, as the flags configure it.
+
+        Tools, their workspace and the approvals answered "always" belong to one session.
+        """
+        config = self.config
+        return Conversation(
+            self.model,
+            log,
+            model_name=model_name,
+            max_tokens=config.max_tokens,
+            max_steps=config.max_steps,
+            toolbox=Toolbox(),
+            approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
+        )
+
+    def _close_log(self, log: SessionLog) -> bool:
         # An unused session is not kept: --continue should find the conversation before it.
-        if not log.discard_if_empty():
-            log.close()
+        if log.discard_if_empty():
+            return False
+        log.close()
+        return True
 
     def cancel_turn(self, reason: str) -> bool:
         """Cancel the running turn with ``reason``; False when no turn is running."""
@@ -96,6 +135,12 @@ class Runtime:
         def output_failed(exc: OSError) -> None:
             self.conversation.cancel(f"standard output failed: {error_chain(exc)}")
 
+        if self.config.json:
+            if self.json_view is None:
+                self.json_view = JsonView(
+                    out, self.err, self.conversation.log, on_output_error=output_failed
+                )
+            return self.json_view
         return TurnView(
             out,
             self.err,
@@ -123,11 +168,14 @@ class Runtime:
         waiting indicator shows until the first token and typing is not echoed meanwhile.
         """
         view.show_waiting()
+        self.current_view = view
         try:
             with quiet_terminal(STDIN):
                 end = await self.conversation.run_turn(text, on_event=view.on_event)
         except SessionLogError as exc:
             end = self._unrecorded(exc)
+        finally:
+            self.current_view = None
         return self._shown(end, view)
 
     def reject_oversized(self, size: int, view: TurnView) -> TurnEnd:
@@ -154,12 +202,14 @@ class Runtime:
                 self.err.flush()
         return end
 
-    async def close(self) -> None:
-        self._close_log(self.conversation.log)
+    async def close(self) -> bool:
+        """Close the log and the model; True when the session was kept (it has turns)."""
+        kept = self._close_log(self.conversation.log)
         await self.model.close()
+        return kept
 
 
-def _adapter(config: Config) -> DeepSeekAdapter:
+def _adapter(config: Config, *, terminal: bool) -> DeepSeekAdapter:
     wait = config.timeout  # one knob for every wait; connecting keeps its own cap
     return DeepSeekAdapter(
         base_url=config.base_url,
@@ -167,11 +217,7 @@ def _adapter(config: Config) -> DeepSeekAdapter:
         connect_timeout=CONNECT_TIMEOUT if wait is None else min(CONNECT_TIMEOUT, wait),
         read_timeout=READ_TIMEOUT if wait is None else wait,
         idle_timeout=IDLE_TIMEOUT if wait is None else wait,
+        # On a pipe reasoning is hidden: a stream cut after reasoning only showed nothing, and
+        # may be retried. A terminal shows it; so do --show-reasoning and --json.
+        reasoning_shown=terminal or config.show_reasoning or config.json,
     )
-
-
-def _conversation(
-    config: Config, model: DeepSeekAdapter, log: SessionLog, model_name: str
-) -> Conversation:
-    """The conversation over ``log``, as the flags configure it."""
-    return Conversation(model, log, model_name=model_name, max_tokens=config.max_tokens)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO, assert_never
 
+from dsh_core.chain import error_chain
 from dsh_core.events import TurnEnd
 from dsh_core.llm import (
     Finish,
@@ -75,6 +76,8 @@ class TurnView:
         """Why stdout refused a write; from then on, output is dropped."""
         self.usage: Usage | None = None
         """The turn's tokens, summed over its steps."""
+        self._retry_chain: str | None = None
+        """What the last retry notice of this request said failed."""
         self.started = time.monotonic()
 
     # Output plumbing.
@@ -158,18 +161,18 @@ class TurnView:
     def on_event(self, event: LoopEvent) -> None:
         match event:
             case TextDelta(text=text):
-                if self._in_reasoning:
-                    self._in_reasoning = False
-                    if self._terminal or self._show_reasoning:
-                        self._end_reasoning()
-                self._write(neutralise(text) if self._terminal else text)
+                self._end_reasoning_if_open()
+                self._text(text)
             case ReasoningDelta(text=text):
                 self._reasoning(text)
             case KeepAlive():
                 if self._waiting != self.BUSY:
                     self.show_waiting(self.BUSY)
             case RetryNotice():
-                self.notice(retry_notice(event))
+                chain = error_chain(event.error)
+                same = event.attempt > 1 and chain == self._retry_chain
+                self._retry_chain = chain
+                self.notice(retry_notice(event, same_as_before=same))
                 self.show_waiting()
             case Usage():
                 self.usage = _add(self.usage, event)
@@ -186,6 +189,9 @@ class TurnView:
                 pass
             case _:
                 assert_never(event)
+
+    def _text(self, text: str) -> None:
+        self._write(neutralise(text) if self._terminal else text)
 
     def _reasoning(self, text: str) -> None:
         if self._terminal:
@@ -219,13 +225,16 @@ class TurnView:
         self._clear_waiting()
         self._end_reasoning_if_open()  # the turn ended while the model was still thinking
         self._end_line()
-        line = outcome_line(end)
-        if line is not None:
-            self._write(neutralise(line) + "\n")  # it may quote the server's words
+        self._outcome(end)
         self.flush()
         if end.kind in ("completed", "max-tokens", "max-steps"):
             self.notice(usage_line(self.usage, time.monotonic() - self.started))
             self.flush()
+
+    def _outcome(self, end: TurnEnd) -> None:
+        line = outcome_line(end)
+        if line is not None:
+            self._write(neutralise(line) + "\n")  # it may quote the server's words
 
 
 def _add(total: Usage | None, step: Usage) -> Usage:

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_core import error_chain
-from dsh_core.chain import MAX_LINKS
-from dsh_core.stub_server import closed_port
+from dsh_core.chain import MAX_LINKS, iter_chain
+from dsh_core.testing.stub_server import closed_port
 from tests.reliability.faults import FaultServer, hang
 
 
@@ -132,6 +132,50 @@ def test_deeply_nested_groups_stay_bounded() -> None:
     for i in range(sys.getrecursionlimit() * 2):
         exc = ExceptionGroup(f"g{i}", [exc])
     assert error_chain(exc).startswith(f"g{sys.getrecursionlimit() * 2 - 1} [")
+
+
+# iter_chain: the walk on its own.
+
+
+def test_iter_chain_yields_the_value_then_each_link() -> None:
+    inner = ConnectionRefusedError(111, "refused")
+    middle = OSError("middle")
+    middle.__context__ = inner
+    middle.__suppress_context__ = True  # as httpcore's "raise ... from None" leaves it
+    outer = RuntimeError("outer")
+    outer.__cause__ = middle
+    outer.__context__ = KeyError("context")  # the cause wins
+    assert list(iter_chain(outer)) == [outer, middle, inner]
+
+
+@pytest.mark.parametrize("value", ["text", 42, None])
+def test_iter_chain_of_a_value_that_is_not_an_exception(value: object) -> None:
+    assert list(iter_chain(value)) == [value]
+
+
+def test_iter_chain_stops_at_a_cycle() -> None:
+    a, b = RuntimeError("a"), RuntimeError("b")
+    a.__cause__, b.__context__ = b, a
+    assert list(iter_chain(a)) == [a, b]
+    a.__cause__ = a
+    assert list(iter_chain(a)) == [a]
+
+
+def test_iter_chain_shares_its_seen_set() -> None:
+    shared = OSError("shared")
+    first = chained(RuntimeError("first"), shared)
+    seen: set[int] = set()
+    assert list(iter_chain(first, seen)) == [first, shared]
+    second = chained(RuntimeError("second"), shared)
+    assert list(iter_chain(second, seen)) == [second]  # it stops before the link seen before
+    assert list(iter_chain(first, seen)) == []  # already walked
+
+
+def test_iter_chain_is_lazy_and_iterative() -> None:
+    links = [RuntimeError(f"e{i}") for i in range(sys.getrecursionlimit() * 10)]
+    walk = iter_chain(chained(*links))
+    assert [next(walk) for _ in range(3)] == links[:3]
+    assert sum(1 for _ in walk) == len(links) - 3
 
 
 # Property: random graphs of values never make error_chain raise or return a non-str.

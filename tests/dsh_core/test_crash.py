@@ -25,7 +25,7 @@ import pytest
 
 from dsh_core.errors import LlmError
 from dsh_core.llm import Event, Finish, TextDelta, Usage
-from dsh_core.loop import Conversation, TurnFailed
+from dsh_core.loop import Conversation, LoopEvent
 from dsh_core.session import LoadReport, SessionEvent, SessionLog, SessionStore
 from dsh_core.testing import ScriptedModel
 
@@ -75,7 +75,7 @@ async def _run_turns(log: SessionLog, rng: random.Random) -> None:
         elif roll < 0.3:
             script = [*pieces, Finish("stop")]
 
-            def observer(event: Event | TurnFailed) -> None:
+            def observer(event: LoopEvent) -> None:
                 conversation.cancel("user")
         else:
             script = [*pieces, Usage(10, len(pieces)), Finish("stop")]

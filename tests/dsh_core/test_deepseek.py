@@ -27,25 +27,27 @@ import httpx
 import pytest
 
 from dsh_core import __version__, error_chain
-from dsh_core.deepseek import (
-    DeepSeekAdapter,
-    RetryPolicy,
-    parse_retry_after,
-    redact_url,
-)
+from dsh_core.deepseek import DeepSeekAdapter, RetryPolicy, parse_retry_after
 from dsh_core.errors import LlmError, UsageError
 from dsh_core.llm import (
+    AssistantMessage,
     ChatRequest,
     Event,
     Finish,
+    FinishReason,
     KeepAlive,
-    Message,
     ReasoningDelta,
     RetryNotice,
+    SystemMessage,
     TextDelta,
+    ToolCall,
+    ToolCallRequest,
+    ToolMessage,
+    ToolSpec,
     Usage,
+    UserMessage,
 )
-from dsh_core.stub_server import (
+from dsh_core.testing.stub_server import (
     Answer,
     Cut,
     Disconnect,
@@ -64,7 +66,7 @@ from dsh_core.stub_server import (
     closed_port,
 )
 from tests.conftest import CANARY_KEY
-from tests.reliability.faults import FaultServer, hang, read_request
+from tests.reliability.faults import FaultServer, answer_407, hang, read_request
 
 FAST = RetryPolicy(base_delay=0.001, max_delay=0.004, retry_after_cap=0.02, jitter=False)
 """Real retries, tiny waits."""
@@ -126,7 +128,7 @@ class Outcome:
 
 
 def request(text: str = "hello", **options: Any) -> ChatRequest:
-    return ChatRequest(model="deepseek-v4-flash", messages=(Message("user", text),), **options)
+    return ChatRequest(model="deepseek-v4-flash", messages=(UserMessage(text),), **options)
 
 
 async def collect(adapter: DeepSeekAdapter, chat: ChatRequest | None = None) -> Outcome:
@@ -198,7 +200,7 @@ def test_default_answer(server: StubServer) -> None:
 def test_request_shape_and_headers(server: StubServer) -> None:
     chat = ChatRequest(
         model="deepseek-v4-pro",
-        messages=(Message("system", "Be brief."), Message("user", "hi")),
+        messages=(SystemMessage("Be brief."), UserMessage("hi")),
         max_tokens=64,
         temperature=0.5,
         stop=("END",),
@@ -886,12 +888,6 @@ def test_key_appears_nowhere(server: StubServer) -> None:
     # key_never_logged checks every log record, httpx's and httpcore's debug lines included
 
 
-def test_redact_url() -> None:
-    assert redact_url("https://api.deepseek.com") == "https://api.deepseek.com"
-    assert redact_url("https://u:p@h:1/v1") == "https://***@h:1/v1"
-    assert redact_url("https://token@h") == "https://***@h"
-
-
 # -- cancellation and connections ----------------------------------------------------------------
 
 
@@ -1067,3 +1063,445 @@ def test_empty_events_are_heartbeats_not_malformed(server: StubServer) -> None:
     outcome = stream(server.url)
     assert outcome.error is None
     assert outcome.text == "hi"
+
+
+# -- wire gaps (SPEC section 5) ------------------------------------------------------------------
+
+DONE = b"data: [DONE]\n\n"
+
+
+def usage_event() -> bytes:
+    usage = {"prompt_tokens": 9, "completion_tokens": 3}
+    return b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize(("reason", "finish"), [("stop", "stop"), ("length", "max-tokens")])
+def test_a_finish_reason_then_a_clean_end_without_done_is_complete(
+    server: StubServer, reason: str, finish: FinishReason
+) -> None:
+    server.enqueue(
+        RawStream((chunk_event({"content": "All of it."}), chunk_event({}, reason), usage_event()))
+    )
+    outcome = stream(server.url)
+    assert outcome.error is None
+    assert outcome.text == "All of it."
+    assert outcome.kinds == ["TextDelta", "Usage", "Finish"]
+    assert outcome.events[-1] == Finish(finish)
+    assert len(server.requests) == 1
+
+
+def test_a_clean_end_without_a_finish_reason_is_stream_closed(server: StubServer) -> None:
+    server.enqueue(RawStream((chunk_event({"content": "Half"}), usage_event())))
+    outcome = stream(server.url)
+    assert outcome.text == "Half"
+    assert outcome.error is not None and outcome.error.code == "STREAM_CLOSED"
+    assert outcome.rendered == f"DeepSeek API stream from {server.url} ended before [DONE]"
+    assert outcome.retries == []
+
+
+def test_reasoning_without_text_is_an_empty_answer(server: StubServer) -> None:
+    server.enqueue(
+        RawStream((chunk_event({"reasoning_content": "Let me think."}, "stop"), DONE)),
+        Answer("never asked for"),
+    )
+    outcome = stream(server.url)  # reasoning shown (a terminal): no retry
+    assert outcome.reasoning == "Let me think."
+    assert outcome.error is not None and outcome.error.code == "EMPTY_RESPONSE"
+    assert outcome.rendered == "DeepSeek API sent an empty answer"
+    assert outcome.retries == [] and len(server.requests) == 1
+
+
+def test_hidden_reasoning_without_text_is_retried_like_any_empty_answer(
+    server: StubServer,
+) -> None:
+    server.enqueue(
+        RawStream((chunk_event({"reasoning_content": "Hmm."}, "stop"), DONE)),
+        Answer("second try"),
+    )
+    outcome = stream(server.url, reasoning_shown=False)
+    assert outcome.kinds == ["ReasoningDelta", "RetryNotice", "TextDelta", "Usage", "Finish"]
+    (retry,) = outcome.retries
+    assert isinstance(retry.error, LlmError) and retry.error.code == "EMPTY_RESPONSE"
+    assert outcome.text == "second try"
+
+
+@pytest.mark.parametrize(("reasoning_shown", "retried"), [(False, True), (True, False)])
+def test_a_cut_after_reasoning_is_retried_only_when_it_was_hidden(
+    server: StubServer, reasoning_shown: bool, retried: bool
+) -> None:
+    server.enqueue(
+        RawStream((chunk_event({"reasoning_content": "Thinking"}),), end=False),
+        Answer("second try"),
+    )
+    outcome = stream(server.url, reasoning_shown=reasoning_shown)
+    assert outcome.reasoning.startswith("Thinking")
+    if retried:
+        assert [r.error.code for r in outcome.retries if isinstance(r.error, LlmError)] == [
+            "TRANSPORT"
+        ]
+        assert outcome.error is None and outcome.text == "second try"
+    else:
+        assert outcome.retries == [] and len(server.requests) == 1
+        assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+        assert outcome.rendered == f"DeepSeek API stream from {server.url} failed: {PEER_CLOSED}"
+
+
+@pytest.mark.parametrize(
+    ("data", "message", "code"),
+    [
+        ({"error": {"message": "Content Exists Risk", "type": "invalid_request_error"}},
+         "Content Exists Risk", "CONTENT_FILTER"),
+        ({"type": "error", "code": "insufficient_quota", "message": "Out of credit"},
+         "Out of credit", "QUOTA"),
+        ({"type": "error", "code": "context_length_exceeded", "message": "Too long"},
+         "Too long", "CONTEXT_WINDOW_EXCEEDED"),
+        ({"error": "Model overloaded"}, "Model overloaded", "SERVER"),
+        ("upstream connection reset", "upstream connection reset", "SERVER"),
+    ],
+)  # fmt: skip
+def test_a_named_error_event_fails_the_turn_with_the_servers_message(
+    server: StubServer, data: object, message: str, code: str
+) -> None:
+    text = data if isinstance(data, str) else json.dumps(data)
+    error = f"event: error\ndata: {text}\n\n".encode()
+    # Some servers end the body right after it; others go on: neither may hide the error.
+    server.enqueue(RawStream((chunk_event({"content": "Some text"}), error, DONE)))
+    outcome = stream(server.url)
+    assert outcome.text == "Some text"
+    assert outcome.error is not None and outcome.error.code == code
+    assert outcome.rendered == f"DeepSeek API reported an error in the stream: {message}"
+    assert outcome.error.request_id == "stub-1"
+    assert len(server.requests) == 1
+
+
+def test_a_named_error_event_before_any_text_is_retried_when_transient(server: StubServer) -> None:
+    error = b'event: error\ndata: {"type": "error", "message": "Overloaded"}\n\n'
+    server.enqueue(RawStream((b": keep-alive\n\n", error)), Answer("second try"))
+    outcome = stream(server.url)
+    assert [error_chain(r.error) for r in outcome.retries] == [
+        "DeepSeek API reported an error in the stream: Overloaded"
+    ]
+    assert outcome.text == "second try"
+
+
+def gateway_page(status: int, reason: str, content_type: str | None, body: str) -> Any:
+    """A fault handler answering every request with ``body`` under ``status``."""
+    payload = body.encode()
+    head = f"HTTP/1.1 {status} {reason}\r\n"
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n"
+    head += f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+
+    def handler(conn: socket.socket, server: FaultServer) -> None:
+        read_request(conn)
+        conn.sendall(head.encode() + payload)
+
+    return handler
+
+
+NGINX_502 = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    "</body>\r\n</html>\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "text/plain; charset=utf-8", "text/html", None]
+)
+@pytest.mark.parametrize(
+    "body",
+    [
+        NGINX_502,
+        "<!DOCTYPE html><html><head><title>Bad gateway | example.com</title></head></html>",
+        json.dumps({"error": {"message": NGINX_502}}),  # a gateway wrapping the page
+    ],
+)
+def test_an_html_page_never_lands_in_the_outcome_line(content_type: str | None, body: str) -> None:
+    with FaultServer(gateway_page(502, "Bad Gateway", content_type, body)) as gateway:
+        outcome = stream(gateway.url, retry=NO_RETRY)
+    assert outcome.error is not None and outcome.error.code == "SERVER"
+    assert outcome.error.status == 502
+    assert outcome.rendered == "DeepSeek API returned HTTP 502 Bad Gateway"
+
+
+def test_an_html_page_under_a_status_python_does_not_name() -> None:
+    page = "<!DOCTYPE html><html><body>Balance your load</body></html>"  # words not read
+    handler = gateway_page(520, "Web Server Returned an Unknown Error", "text/plain", page)
+    with FaultServer(handler) as gateway:
+        outcome = stream(gateway.url, retry=NO_RETRY)
+    assert outcome.error is not None and outcome.error.code == "SERVER"
+    assert outcome.rendered == "DeepSeek API returned HTTP 520 Web Server Returned an Unknown Error"
+
+
+def test_a_plain_text_error_body_still_gives_its_first_line() -> None:
+    handler = gateway_page(503, "Service Unavailable", "text/plain", "upstream overloaded\nretry")
+    with FaultServer(handler) as gateway:
+        outcome = stream(gateway.url, retry=NO_RETRY)
+    assert (
+        outcome.rendered
+        == "DeepSeek API returned HTTP 503 Service Unavailable: upstream overloaded"
+    )
+
+
+# -- proxies: a 407 routed on its status, never on words -----------------------------------------
+
+
+def refuse_connect(status: int, reason: str) -> Any:
+    """A proxy that answers every request (a CONNECT, or a forwarded POST) with ``status``."""
+
+    def handler(conn: socket.socket, server: FaultServer) -> None:
+        read_request(conn)
+        conn.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Length: 0\r\n\r\n".encode())
+
+    return handler
+
+
+@pytest.mark.parametrize(("scheme", "variable"), [("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY")])
+def test_a_proxy_that_wants_credentials_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch, scheme: str, variable: str
+) -> None:
+    base = f"{scheme}://127.0.0.1:{closed_port()}"
+    with FaultServer(answer_407) as proxy:
+        monkeypatch.setenv(variable, proxy.url)
+        outcome = stream(base)
+        connections = proxy.connections
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.error.status == 407
+    assert outcome.rendered == (
+        f"DeepSeek API request to {base} failed: 407 Proxy Authentication Required"
+    )
+    assert isinstance(outcome.error.__cause__, httpx.ProxyError)
+    assert outcome.retries == [] and connections == 1
+
+
+def test_a_proxy_refusing_connect_for_another_reason_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base = f"https://127.0.0.1:{closed_port()}"
+    retry = RetryPolicy(max_retries=2, base_delay=0.001, jitter=False)
+    with FaultServer(refuse_connect(503, "Service Unavailable")) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        outcome = stream(base, retry=retry)
+        connections = proxy.connections
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.error.status == 503
+    assert outcome.rendered == f"DeepSeek API request to {base} failed: 503 Service Unavailable"
+    assert len(outcome.retries) == 2 and connections == 3
+
+
+# -- tool calls on the wire (SPEC section 7) -----------------------------------------------------
+
+ODD_ARGUMENTS = '{"a": 1,  "b":"\\u00e9" ,"c" :[ ], "d": "\\"q\\"\\n"}'
+"""Arguments as a model may write them: odd spacing, escapes. Kept exactly."""
+
+
+def tool_event(*fragments: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    return chunk_event({"tool_calls": list(fragments)}, finish_reason)
+
+
+def fragment(index: int, **fields: Any) -> dict[str, Any]:
+    """A ``delta.tool_calls`` item: ``id``/``type`` at its top, ``name``/``arguments`` inside."""
+    item: dict[str, Any] = {"index": index}
+    for key in ("id", "type"):
+        if key in fields:
+            item[key] = fields.pop(key)
+    if fields:
+        item["function"] = fields
+    return item
+
+
+def calls_of(outcome: Outcome) -> list[ToolCall]:
+    return [e.call for e in outcome.events if isinstance(e, ToolCallRequest)]
+
+
+def test_one_tool_call(server: StubServer) -> None:
+    pieces = [ODD_ARGUMENTS[i : i + 5] for i in range(0, len(ODD_ARGUMENTS), 5)]
+    server.enqueue(
+        RawStream(
+            (
+                tool_event(fragment(0, id="call_0", type="function", name="read", arguments="")),
+                *(tool_event(fragment(0, arguments=piece)) for piece in pieces),
+                chunk_event({}, "tool_calls"),
+                usage_event(),
+                DONE,
+            ),
+        )
+    )
+    outcome = stream(server.url)
+    assert outcome.error is None
+    assert outcome.kinds == ["Usage", "ToolCallRequest", "Finish"]
+    assert calls_of(outcome) == [ToolCall("call_0", "read", ODD_ARGUMENTS)]
+    assert outcome.events[-1] == Finish("tool-calls")
+    assert len(server.requests) == 1  # an answer with no text is not empty: never retried
+
+
+def test_several_calls_in_one_step_interleaved(server: StubServer) -> None:
+    server.enqueue(
+        RawStream(
+            (
+                chunk_event({"content": "Looking."}),
+                tool_event(fragment(1, id="call_b", type="function", name="glob")),
+                tool_event(fragment(0, id="call_a", type="function", name="read", arguments="{")),
+                tool_event(
+                    fragment(1, arguments='{"pattern": "*.py"}'), fragment(0, arguments='"')
+                ),
+                tool_event(fragment(2, id="call_c", name="grep", arguments="{}")),
+                tool_event(fragment(0, arguments='file_path": "a"}')),
+                chunk_event({}, "tool_calls"),
+                DONE,
+            ),
+            delay=0.005,  # each piece its own network read
+        )
+    )
+    outcome = stream(server.url)
+    assert outcome.text == "Looking."
+    # In index order, whatever order their fragments came in.
+    assert calls_of(outcome) == [
+        ToolCall("call_a", "read", '{"file_path": "a"}'),
+        ToolCall("call_b", "glob", '{"pattern": "*.py"}'),
+        ToolCall("call_c", "grep", "{}"),
+    ]
+    assert outcome.events[-1] == Finish("tool-calls")
+
+
+def test_a_one_megabyte_argument_string_in_many_fragments(server: StubServer) -> None:
+    content = "".join(f'line {i}: é \\ "quoted" \u2028\n' for i in range(40_000))
+    arguments = json.dumps({"file_path": "big.txt", "content": content})
+    assert len(arguments) > 1_000_000
+    events = [tool_event(fragment(0, id="call_big", type="function", name="write"))]
+    events += [
+        tool_event(fragment(0, arguments=arguments[i : i + 3000]))
+        for i in range(0, len(arguments), 3000)
+    ]
+    # Sixteen events per HTTP chunk, as a server flushes under load.
+    body = [b"".join(events[i : i + 16]) for i in range(0, len(events), 16)]
+    server.enqueue(RawStream((*body, chunk_event({}, "tool_calls"), DONE)))
+    outcome = stream(server.url)
+    assert outcome.error is None
+    assert calls_of(outcome) == [ToolCall("call_big", "write", arguments)]
+
+
+def test_a_length_finish_with_calls_pending_is_max_tokens(server: StubServer) -> None:
+    server.enqueue(
+        RawStream(
+            (
+                tool_event(fragment(0, id="c", name="write", arguments='{"content": "ab')),
+                chunk_event({}, "length"),
+                DONE,
+            )
+        )
+    )
+    outcome = stream(server.url)
+    assert calls_of(outcome) == [ToolCall("c", "write", '{"content": "ab')]
+    assert outcome.events[-1] == Finish("max-tokens")
+
+
+@pytest.mark.parametrize(
+    ("delta", "what"),
+    [
+        ({"tool_calls": {"index": 0, "id": "c"}}, "has malformed tool_calls"),
+        ({"tool_calls": [{"id": "c", "function": {"name": "read"}}]},
+         "has a tool call without an integer index"),
+        ({"tool_calls": [{"index": 0, "function": {"arguments": 5}}]},
+         "has tool call arguments that are not a string"),
+    ],
+)  # fmt: skip
+def test_malformed_tool_calls_are_malformed_responses(
+    server: StubServer, delta: dict[str, Any], what: str
+) -> None:
+    data = json.dumps({"choices": [{"delta": delta}]})
+    server.enqueue(Malformed(data), Answer("never asked for"))
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "MALFORMED_RESPONSE"
+    assert outcome.rendered == f"DeepSeek API stream event {what}: {data!r}"
+    assert outcome.retries == [] and len(server.requests) == 1
+
+
+def test_a_call_without_a_name_by_the_end_is_malformed(server: StubServer) -> None:
+    server.enqueue(
+        RawStream(
+            (tool_event(fragment(0, id="c", arguments="{}"), finish_reason="tool_calls"), DONE)
+        )
+    )
+    outcome = stream(server.url)
+    assert outcome.error is not None and outcome.error.code == "MALFORMED_RESPONSE"
+    assert outcome.rendered == "DeepSeek API sent tool call 0 without a name"
+    assert calls_of(outcome) == []
+
+
+def test_a_cut_after_a_call_fragment_is_not_retried(server: StubServer) -> None:
+    server.enqueue(
+        RawStream((tool_event(fragment(0, id="c", name="bash", arguments='{"comm')),), end=False),
+        Answer("never asked for"),
+    )
+    outcome = stream(server.url, reasoning_shown=False)
+    assert outcome.error is not None and outcome.error.code == "TRANSPORT"
+    assert outcome.rendered == f"DeepSeek API stream from {server.url} failed: {PEER_CLOSED}"
+    assert calls_of(outcome) == []  # a call cut short is never handed over
+    assert outcome.retries == [] and len(server.requests) == 1
+
+
+def test_the_next_request_carries_calls_reasoning_and_results(server: StubServer) -> None:
+    schema = {"type": "object", "properties": {"file_path": {"type": "string"}}}
+    chat = ChatRequest(
+        model="deepseek-v4-flash",
+        messages=(
+            SystemMessage("You are dsh."),
+            UserMessage("read a and b"),
+            AssistantMessage(
+                "",
+                reasoning="Two files.",
+                tool_calls=(
+                    ToolCall("call_a", "read", ODD_ARGUMENTS),
+                    ToolCall("call_b", "read", '{"file_path":"b"}'),
+                ),
+            ),
+            ToolMessage("call_a", "1\tfirst"),
+            ToolMessage("call_b", ""),
+            AssistantMessage("Now b again.", tool_calls=(ToolCall("call_c", "read", "{}"),)),
+            ToolMessage("call_c", "1\tsecond"),
+            AssistantMessage("Both read.", reasoning="not sent: no tool calls"),
+            UserMessage("thanks"),
+        ),
+        tools=(ToolSpec("read", "Read a file.", schema),),
+        thinking=True,
+    )
+    outcome = stream(server.url, chat)
+    assert outcome.error is None  # the stub checks DeepSeek's two 400 rules too
+    sent = server.requests[0]
+    assert sent["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "read", "description": "Read a file.", "parameters": schema},
+        }
+    ]
+    assert sent["messages"] == [
+        {"role": "system", "content": "You are dsh."},
+        {"role": "user", "content": "read a and b"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_a", "type": "function",
+                 "function": {"name": "read", "arguments": ODD_ARGUMENTS}},
+                {"id": "call_b", "type": "function",
+                 "function": {"name": "read", "arguments": '{"file_path":"b"}'}},
+            ],
+            "reasoning_content": "Two files.",
+        },
+        {"role": "tool", "tool_call_id": "call_a", "content": "1\tfirst"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "(no output)"},
+        {
+            "role": "assistant",
+            "content": "Now b again.",
+            "tool_calls": [
+                {"id": "call_c", "type": "function",
+                 "function": {"name": "read", "arguments": "{}"}},
+            ],
+            "reasoning_content": "",
+        },
+        {"role": "tool", "tool_call_id": "call_c", "content": "1\tsecond"},
+        {"role": "assistant", "content": "Both read."},
+        {"role": "user", "content": "thanks"},
+    ]  # fmt: skip

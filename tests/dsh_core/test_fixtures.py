@@ -22,7 +22,6 @@ import pytest
 
 from dsh_core.errors import LlmError
 from dsh_core.llm import (
-    Event,
     Finish,
     KeepAlive,
     ReasoningDelta,
@@ -30,7 +29,7 @@ from dsh_core.llm import (
     TextDelta,
     Usage,
 )
-from dsh_core.loop import Conversation, TurnFailed
+from dsh_core.loop import Conversation, LoopEvent
 from dsh_core.session import SessionStore
 from dsh_core.testing import ScriptedModel
 from tests.dsh_core.test_session import CWD, ticking
@@ -124,13 +123,13 @@ async def aborted(store: SessionStore) -> Path:
     with store.create(CWD) as log:
         conversation = Conversation(model, log, model_name="deepseek-v4-flash")
 
-        def cancel_after_first_text(event: Event | TurnFailed) -> None:
+        def cancel_after_first_text(event: LoopEvent) -> None:
             if isinstance(event, TextDelta):
                 conversation.cancel("user")
 
         await conversation.run_turn("explain monads", on_event=cancel_after_first_text)
 
-        def shutdown_after_reasoning(event: Event | TurnFailed) -> None:
+        def shutdown_after_reasoning(event: LoopEvent) -> None:
             # Like loop.add_signal_handler: the cancel runs while the turn waits on the stream.
             asyncio.get_running_loop().call_soon(conversation.cancel, "shutdown")
 
@@ -177,7 +176,7 @@ async def interrupted(store: SessionStore) -> Path:
         await conversation.run_turn("plan the work")
         on_disk: list[bytes] = []
 
-        def die_after_first_text(event: Event | TurnFailed) -> None:
+        def die_after_first_text(event: LoopEvent) -> None:
             if isinstance(event, TextDelta) and not on_disk:
                 # What a SIGKILL here would leave: the file as it is, plus a write cut short.
                 on_disk.append(log.path.read_bytes() + b'{"type":"assistant/mes')

@@ -28,7 +28,7 @@ from dsh_core.llm import (
     Usage,
     UserMessage,
 )
-from dsh_core.loop import Conversation, TurnFailed
+from dsh_core.loop import Conversation, LoopEvent, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import ScriptedModel
 from tests.dsh_core.test_session import CWD, count_fsyncs, numbered, ticking
@@ -81,9 +81,9 @@ def data_of(log: SessionLog, kind: str) -> list[dict[str, Any]]:
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: list[Event | TurnFailed] = []
+        self.events: list[LoopEvent] = []
 
-    def __call__(self, event: Event | TurnFailed) -> None:
+    def __call__(self, event: LoopEvent) -> None:
         self.events.append(event)
 
 
@@ -272,7 +272,7 @@ def test_an_observer_that_raises_fails_the_turn(
 ) -> None:
     model.enqueue([TextDelta("a"), DONE])
 
-    def broken_pipe(event: Event | TurnFailed) -> None:
+    def broken_pipe(event: LoopEvent) -> None:
         if isinstance(event, TextDelta):
             raise BrokenPipeError(32, "Broken pipe")
 
@@ -321,7 +321,7 @@ def test_the_stream_is_closed_when_the_turn_stops_early(
 
     conversation.model = Model()
 
-    def stop(event: Event | TurnFailed) -> None:
+    def stop(event: LoopEvent) -> None:
         if isinstance(event, TextDelta):
             raise RuntimeError("observer gave up")
 
@@ -385,7 +385,7 @@ def test_cancel_from_inside_the_turn(
 ) -> None:
     model.enqueue([TextDelta("a"), TextDelta("b"), DONE])
 
-    def observer(event: Event | TurnFailed) -> None:
+    def observer(event: LoopEvent) -> None:
         conversation.cancel("shutdown")
 
     async def main() -> tuple[TurnEnd, int]:

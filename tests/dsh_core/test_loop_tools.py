@@ -37,6 +37,7 @@ from dsh_core.llm import (
     Event,
     Finish,
     ReasoningDelta,
+    RetryNotice,
     TextDelta,
     ToolCall,
     ToolCallRequest,
@@ -568,3 +569,16 @@ def test_load_answers_what_a_dead_process_left(store: SessionStore, log: Session
         assert_pairs(messages)
         assert messages[-1] == UserMessage("what happened?")
     assert os.path.exists(log.path)
+
+
+def test_a_retry_starts_the_step_over(model: ScriptedModel, log: SessionLog) -> None:
+    # On a pipe, reasoning is hidden: a stream cut after reasoning only is retried, and the
+    # failed attempt's reasoning is neither stored nor sent back.
+    notice = RetryNotice(1, 4, 0.0, LlmError("cut", "STREAM_CLOSED"))
+    model.enqueue(
+        [ReasoningDelta("first try"), notice, ReasoningDelta("second try"), *asks(call(1))],
+        [TextDelta("ok"), STOP],
+    )
+    run(conversation_with(model, log).run_turn("q"))
+    assert records(log, AssistantStep)[0].reasoning == "second try"
+    assert model.requests[1].messages[1] == AssistantMessage("", "second try", (call(1),))

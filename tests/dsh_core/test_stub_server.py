@@ -1,4 +1,4 @@
-"""StubServer: HTTP over real sockets, scripted behaviours, trigger words, the CLI."""
+"""StubServer: HTTP over real sockets, scripted behaviours, trigger words, tool steps, the CLI."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
 
-from dsh_core.stub_server import (
+from dsh_core.testing.stub_server import (
     ESCAPE_TEXT,
+    REASONING_NOT_PASSED_BACK,
+    TOOL_MESSAGE_UNASKED,
+    TOOL_MESSAGES_MISSING,
     TRIGGERS,
     Answer,
     Behaviour,
@@ -33,6 +37,7 @@ from dsh_core.stub_server import (
     SlowStream,
     Stall,
     StubServer,
+    ToolCalls,
     WrongContentType,
 )
 
@@ -78,6 +83,84 @@ def content(response: httpx.Response, field: str = "content") -> str:
         for p in payloads(response)
         if isinstance(p, dict) and p.get("choices")
     )
+
+
+def tool_calls(response: httpx.Response) -> list[dict[str, Any]]:
+    """The streamed calls put together by index, as a client does: id, name, arguments."""
+    calls: dict[int, dict[str, Any]] = {}
+    for p in payloads(response):
+        if not (isinstance(p, dict) and p.get("choices")):
+            continue
+        for fragment in p["choices"][0]["delta"].get("tool_calls") or []:
+            call = calls.setdefault(fragment["index"], {"id": None, "name": None, "arguments": ""})
+            call["id"] = fragment.get("id", call["id"])
+            function = fragment.get("function", {})
+            call["name"] = function.get("name", call["name"])
+            call["arguments"] += function.get("arguments", "")
+    return [calls[index] for index in sorted(calls)]
+
+
+def send(
+    client: httpx.Client, server: StubServer, messages: list[Any], **extra: Any
+) -> httpx.Response:
+    request = {"model": "deepseek-v4-flash", "messages": messages, **extra}
+    return client.post(f"{server.url}/chat/completions", json=request, headers=AUTH)
+
+
+def assistant_with_calls(
+    calls: list[dict[str, Any]], reasoning: str | None = None, text: str = ""
+) -> dict[str, Any]:
+    """The assistant message a client sends back for ``calls``, arguments as received."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls
+        ],
+    }
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+@dataclass
+class Conversation:
+    """A turn driven as an agent loop drives it: calls answered, step after step."""
+
+    steps: list[list[tuple[str, str]]] = field(default_factory=list)
+    """``(name, arguments)`` of the calls asked for at each step."""
+    ids: list[str] = field(default_factory=list)
+    answer: httpx.Response | None = None
+    """The final answer; None when the step budget ran out first."""
+
+
+def converse(
+    client: httpx.Client,
+    server: StubServer,
+    text: str,
+    result: Callable[[dict[str, Any]], str] = lambda call: f"1\tHello from {call['name']}\n2\t.",
+    max_steps: int = 8,
+) -> Conversation:
+    messages: list[Any] = [{"role": "user", "content": text}]
+    conversation = Conversation()
+    for _ in range(max_steps):
+        response = send(client, server, messages)
+        assert response.status_code == 200, response.text
+        calls = tool_calls(response)
+        if not calls:
+            conversation.answer = response
+            break
+        conversation.steps.append([(c["name"], c["arguments"]) for c in calls])
+        conversation.ids += [c["id"] for c in calls]
+        reasoning = content(response, "reasoning_content")
+        messages.append(assistant_with_calls(calls, reasoning or None, content(response)))
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": result(c)} for c in calls]
+    return conversation
 
 
 # -- lifecycle and HTTP ----------------------------------------------------------------------
@@ -312,8 +395,24 @@ def test_client_going_away_ends_the_response(server: StubServer) -> None:
 # -- trigger words ---------------------------------------------------------------------------
 
 
+TOOL_TRIGGERS = {
+    "toolread",
+    "toolbash",
+    "tooledit",
+    "toolfail",
+    "toolmany",
+    "toolchain",
+    "toolsplit",
+    "toolbad",
+    "toolunknown",
+    "toolthink",
+    "toolloop",
+    "toolhang",
+}
+
+
 def test_every_trigger_has_a_one_line_description() -> None:
-    assert set(TRIGGERS) == {
+    assert set(TRIGGERS) - TOOL_TRIGGERS == {
         "think",
         "busy",
         "slow",
@@ -346,6 +445,7 @@ def test_each_trigger_changes_the_behaviour(server: StubServer, word: str) -> No
         ("long", LongStream),
         ("empty", Empty),
         ("malformed", Malformed),
+        ("toolread", ToolCalls),
     ],
 )
 def test_trigger_behaviour_types(server: StubServer, word: str, expected: type) -> None:
@@ -424,13 +524,175 @@ def test_think_limit_cut_filter_triggers(server: StubServer, client: httpx.Clien
         post(client, server, "cut")
 
 
+# -- tool steps ------------------------------------------------------------------------------
+
+READ = ("read", '{"file_path": "demo.txt"}')
+GLOB = ("glob", '{"pattern": "*.txt"}')
+GREP = ("grep", '{"pattern": "Hello"}')
+EDIT = (
+    "edit",
+    '{"file_path": "demo.txt", "old_string": "Hello", "new_string": "Hello again"}',
+)
+
+
+@pytest.mark.parametrize(
+    ("word", "steps"),
+    [
+        ("toolread", [[READ]]),
+        ("toolbash", [[("bash", '{"command": "ls -la"}')]]),
+        ("tooledit", [[READ], [EDIT]]),
+        ("toolfail", [[("read", '{"file_path": "no-such-file.txt"}')]]),
+        ("toolmany", [[READ, GLOB, GREP]]),
+        ("toolchain", [[READ], [GLOB], [GREP]]),
+        ("toolsplit", [[READ]]),
+        ("toolbad", [[("read", '{"file_path": "demo.txt"')]]),
+        ("toolunknown", [[("launch_missiles", "{}")]]),
+        ("toolthink", [[READ]]),
+        ("toolhang", [[("bash", '{"command": "sleep 1000"}')]]),
+    ],
+)
+def test_tool_triggers_ask_step_by_step_then_quote_the_results(
+    server: StubServer, client: httpx.Client, word: str, steps: list[list[tuple[str, str]]]
+) -> None:
+    turn = converse(client, server, f"please {word}")
+    assert turn.steps == steps
+    assert turn.answer is not None
+    quotes = "; ".join(f"[{name}] 1\tHello from {name}..." for step in steps for name, _ in step)
+    assert content(turn.answer) == f"Tool results: {quotes}"
+    assert len(server.requests) == len(steps) + 1
+
+
+def test_tool_results_reach_the_answer_whatever_they_say(
+    server: StubServer, client: httpx.Client
+) -> None:
+    turn = converse(client, server, "toolfail", result=lambda c: "Error: no such file")
+    assert turn.answer is not None
+    assert content(turn.answer) == "Tool results: [read] Error: no such file"
+
+
+def test_toolloop_asks_for_the_same_call_at_every_step(
+    server: StubServer, client: httpx.Client
+) -> None:
+    turn = converse(client, server, "toolloop", max_steps=6)
+    assert turn.answer is None
+    assert turn.steps == [[READ]] * 6
+    assert len(set(turn.ids)) == 6  # a new id each step
+
+
+def test_call_ids_are_unique_across_turns(server: StubServer, client: httpx.Client) -> None:
+    ids = converse(client, server, "toolmany").ids + converse(client, server, "toolchain").ids
+    assert len(ids) == len(set(ids)) == 6
+    assert all(call_id.startswith("call_") for call_id in ids)
+
+
+def test_toolsplit_sends_one_character_per_fragment(
+    server: StubServer, client: httpx.Client
+) -> None:
+    fragments = [
+        fragment["function"]["arguments"]
+        for p in payloads(post(client, server, "toolsplit"))
+        if isinstance(p, dict) and p.get("choices")
+        for fragment in p["choices"][0]["delta"].get("tool_calls") or []
+        if "id" not in fragment
+    ]
+    assert "".join(fragments) == READ[1]
+    assert {len(fragment) for fragment in fragments} == {1}
+
+
+def test_toolthink_requires_its_reasoning_back(server: StubServer, client: httpx.Client) -> None:
+    user = {"role": "user", "content": "toolthink"}
+    first = post(client, server, "toolthink")
+    reasoning = content(first, "reasoning_content")
+    assert reasoning
+    calls = tool_calls(first)
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": "Hello"} for c in calls]
+
+    dropped = send(client, server, [user, assistant_with_calls(calls), *results])
+    assert dropped.status_code == 400
+    assert dropped.json()["error"]["message"] == REASONING_NOT_PASSED_BACK
+
+    for kept in (reasoning, ""):  # the reasoning, or at least the field
+        answer = send(client, server, [user, assistant_with_calls(calls, kept), *results])
+        assert answer.status_code == 200
+        assert content(answer) == "Tool results: [read] Hello"
+
+
+def test_a_request_that_ends_with_results_is_answered_with_them(
+    server: StubServer, client: httpx.Client
+) -> None:
+    server.enqueue(ToolCalls((("echo", '{"text": "hi"}'),)))
+    calls = tool_calls(post(client, server, "say hi"))
+    assert [(c["id"], c["name"]) for c in calls] == [("call_1_0", "echo")]
+    user = {"role": "user", "content": "say hi"}
+    result = {"role": "tool", "tool_call_id": "call_1_0", "content": "hi"}
+    answer = send(client, server, [user, assistant_with_calls(calls), result])
+    assert content(answer) == "Tool results: [echo] hi"
+
+
+# -- DeepSeek's 400 rules, through the server ------------------------------------------------
+
+CALL = {"id": "call_x", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+USER = {"role": "user", "content": "hello"}
+CALLING = {"role": "assistant", "content": "", "tool_calls": [CALL]}
+ANSWER = {"role": "tool", "tool_call_id": "call_x", "content": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "extra", "message"),
+    [
+        ([USER, CALLING], {}, TOOL_MESSAGES_MISSING),
+        ([USER, CALLING, USER, ANSWER], {}, TOOL_MESSAGES_MISSING),
+        ([USER, ANSWER], {}, TOOL_MESSAGE_UNASKED),
+        ([USER, CALLING, ANSWER], {"thinking": {"type": "enabled"}}, REASONING_NOT_PASSED_BACK),
+    ],
+)
+def test_a_broken_history_is_refused_as_deepseek_does(
+    server: StubServer,
+    client: httpx.Client,
+    messages: list[Any],
+    extra: dict[str, Any],
+    message: str,
+) -> None:
+    server.enqueue(Answer("scripted"))
+    response = send(client, server, messages, **extra)
+    assert response.status_code == 400
+    assert response.headers["x-request-id"] == "stub-1"
+    assert response.json() == {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request_error",
+        }
+    }
+    assert server.requests == [{"model": "deepseek-v4-flash", "messages": messages, **extra}]
+    # The refused request left the script for the next valid one.
+    assert content(send(client, server, [USER, CALLING, ANSWER])) == "scripted"
+
+
+def test_a_valid_history_with_tool_calls_is_answered(
+    server: StubServer, client: httpx.Client
+) -> None:
+    thinking_calling = {**CALLING, "reasoning_content": ""}
+    response = send(client, server, [USER, thinking_calling, ANSWER], thinking={"type": "enabled"})
+    assert response.status_code == 200
+    assert content(response) == "Tool results: [read] ok"
+
+
+def test_a_key_is_checked_before_the_history(server: StubServer, client: httpx.Client) -> None:
+    request = {"model": "m", "messages": [USER, CALLING]}
+    response = client.post(f"{server.url}/chat/completions", json=request)
+    assert response.status_code == 401
+
+
 # -- the command line ------------------------------------------------------------------------
 
 
 def test_main_serves_until_interrupted() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "dsh_core.stub_server", "--port", "0"],
+        [sys.executable, "-m", "dsh_core.testing.stub_server", "--port", "0"],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -445,8 +707,11 @@ def test_main_serves_until_interrupted() -> None:
         assert content(response) == "You said: cli"
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 0
+        assert process.stderr is not None
+        assert process.stderr.read() == ""  # not even runpy's double-import warning
     finally:
         process.kill()
         process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

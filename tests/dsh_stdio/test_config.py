@@ -57,7 +57,7 @@ def test_missing_key_names_the_variable_and_the_demo() -> None:
         parse_config([], {})
     assert info.value.code == MISSING_CREDENTIAL
     assert "DEEPSEEK_API_KEY" in info.value.message
-    assert "scripts/demo_repl.py" in info.value.message
+    assert "dsh --demo" in info.value.message
 
 
 @pytest.mark.parametrize(
@@ -123,5 +123,5 @@ def test_argparse_errors_are_said_once() -> None:
     with pytest.raises(StartupError) as info:
         parse_config(["--continue", "--resume", "x"], KEY)
     assert error_chain(info.value) == (
-        "argument --resume: not allowed with argument --continue (see dsh --help)"
+        "argument -r/--resume: not allowed with argument -c/--continue (see dsh --help)"
     )

@@ -43,8 +43,9 @@ INPUT = b"".join(
 
 
 def normalise(text: str, base_url: str) -> str:
-    """Replace what changes from run to run: the stub's port and measured seconds."""
+    """Replace what changes from run to run: the stub's port, measured seconds, the session."""
     text = text.replace(base_url, "{base_url}")
+    text = re.sub(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b", "{session}", text)
     return re.sub(r"\d+\.\d+ s\b", "N s", text)
 
 

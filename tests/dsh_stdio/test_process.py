@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -50,7 +51,7 @@ def test_no_key(dsh_env: dict[str, str]) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "dsh: startup failed: DEEPSEEK_API_KEY is not set: export your DeepSeek API key, "
-        "or try the offline demo: python scripts/demo_repl.py\n"
+        "or try the offline demo: dsh --demo\n"
     )
 
 
@@ -313,8 +314,10 @@ def test_stdout_that_cannot_be_written(dsh_env: dict[str, str], home: Path) -> N
             check=False,
         )
     assert result.returncode == 1
-    assert result.stderr == (
-        "dsh: cannot write to standard output: [Errno 28] No space left on device\n"
+    assert re.fullmatch(
+        r"dsh: cannot write to standard output: \[Errno 28\] No space left on device\n"
+        r"dsh: session (\S+) \(dsh -r \1 to resume\)\n",
+        result.stderr,
     )
     reasons = [end["reason"] for end in turn_ends(home)]
     assert reasons == [

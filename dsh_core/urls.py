@@ -1,0 +1,44 @@
+"""Base URLs as people see them and as requests use them: user info never shown, never sent.
+
+    >>> redact_url("https://user:secret@proxy.example:3128/v1")
+    'https://***@proxy.example:3128/v1'
+    >>> without_user_info("https://user:secret@api.example/v1")
+    'https://api.example/v1'
+
+A base URL may carry ``user:password@``. httpx would turn it into Basic auth (replacing the
+Bearer key) and print it in its request log line, so the adapter strips it from what it sends,
+and every message shows it as ``***@``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["UNPARSABLE_URL", "redact_url", "without_user_info"]
+
+UNPARSABLE_URL = "<unparsable URL>"
+"""Shown instead of a URL that ``urlsplit`` refuses: its text may hold a password."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any user info (``user:password@``) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return UNPARSABLE_URL
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+def without_user_info(url: str) -> str:
+    """``url`` without its user info; an unparsable URL is returned as is (httpx refuses it
+    later, and says why)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
