@@ -563,6 +563,11 @@ class Conversation:
         finally:
             self._cancellable = False
         self._answer(turn, call, output, on_event)
+        task = self._task
+        if task is not None and task.cancelling() > (1 if self._cancel_sent else 0):
+            # A tool that stops on cancellation returns its partial result instead of raising;
+            # a cancellation that did not come through cancel() must still end the turn.
+            raise asyncio.CancelledError
 
     def _answer(
         self, turn: _Turn, call: ToolCall, output: ToolOutput, on_event: Observer | None

@@ -582,3 +582,36 @@ def test_a_retry_starts_the_step_over(model: ScriptedModel, log: SessionLog) -> 
     run(conversation_with(model, log).run_turn("q"))
     assert records(log, AssistantStep)[0].reasoning == "second try"
     assert model.requests[1].messages[1] == AssistantMessage("", "second try", (call(1),))
+
+
+def test_a_cancel_from_outside_ends_the_turn_even_when_the_tool_absorbs_it(
+    model: ScriptedModel, log: SessionLog
+) -> None:
+    started = asyncio.Event()
+
+    async def absorbing(arguments: Mapping[str, Any]) -> ToolOutput:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return ToolOutput.failed(ToolError("stopped", ABORTED))
+        raise AssertionError("not reached")
+
+    tool = FakeTool("absorbing", work=absorbing)
+    model.enqueue(asks(call(1, "absorbing"), call(2, "absorbing")))
+    conversation = conversation_with(model, log, tool)
+
+    async def main() -> None:
+        turn = asyncio.create_task(conversation.run_turn("q"))
+        await started.wait()
+        turn.cancel()  # asyncio.run shutting down, say: not Conversation.cancel
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+
+    run(main())
+    assert len(tool.ran) == 1
+    assert log.events[-1].record == TurnEnd(1, "aborted", reason="cancelled")
+    assert [r.error.code if r.error else None for r in records(log, ToolResult)] == [
+        ABORTED,
+        ABORTED_BEFORE_DISPATCH,
+    ]

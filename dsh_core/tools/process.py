@@ -1,0 +1,417 @@
+"""Run a command in its own process group, keep its output within bounds, end it with escalation.
+
+    output = CappedOutput(workspace.output_dir, limit=30_000)
+    try:
+        completion = await run_child(argv, cwd=root, env=env, sink=output.feed, time_limit=120)
+    finally:
+        output.close()
+    output.text()            # all of it, or head + marker naming the file + tail
+
+The child runs in a new session (so its own process group, and no controlling terminal: the
+terminal's Ctrl-C reaches dsh, not the command), with stdin ``/dev/null``, stdout and stderr on
+one pipe (they interleave as written), and no descriptor of ours (``close_fds``: the session
+log's locked descriptor never reaches it).
+
+How it ends (times are :class:`Timings` fields; these are the defaults):
+
+- It exits: output is read until the pipe closes, at most ``pipe_grace`` (0.25 s) longer, since
+  a background child (``sleep 1000 &``) may hold the pipe open; then whatever is left of the
+  group gets SIGKILL, what the pipe still holds is read, and the pipe is closed.
+- Timeout: SIGTERM to the group, SIGKILL 2 s later if the shell has not exited.
+- Cancellation of the awaiting task (Ctrl-C, SIGTERM of dsh): SIGINT to the group at 0 s,
+  SIGTERM at 2 s, SIGKILL at 5 s, each only while the shell is still running. The stopping is
+  shielded: a second cancellation cannot cut it short. The cancellation is absorbed, and
+  :func:`run_child` returns a :class:`Completion` that says so (the task's ``cancelling()``
+  count still shows it), so the caller can report the partial output. A command that exited
+  by itself before any signal was sent counts as exited, whatever came after.
+
+After any of these, the rest of the group gets SIGKILL: no child in the group outlives the call.
+
+Limit: a descendant that leaves the group (``setsid``, a daemon that double-forks) is out of
+reach of ``killpg``; the call still returns (the pipe is given up after the grace), but that
+process lives on. ``prctl(PR_SET_CHILD_SUBREAPER)`` would let dsh find such orphans, but it is
+process-wide: dsh would inherit and have to reap the orphans of every child it runs, and could
+not tell which command an orphan came from. The sandbox (bubblewrap with its own PID namespace,
+``--die-with-parent``) closes this: when the namespace's first process dies, all of it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal, TypeVar
+
+from ..chain import error_chain
+
+__all__ = [
+    "CANCEL_ESCALATION",
+    "DEFAULT_TIMINGS",
+    "TIMEOUT_ESCALATION",
+    "CappedOutput",
+    "Completion",
+    "Ended",
+    "Escalation",
+    "Timings",
+    "run_child",
+    "signal_name",
+]
+
+T = TypeVar("T")
+
+Escalation = tuple[tuple[float, signal.Signals], ...]
+"""Signals for a process group, each at its time in seconds since the stopping began."""
+
+CANCEL_ESCALATION: Escalation = (
+    (0.0, signal.SIGINT),
+    (2.0, signal.SIGTERM),
+    (5.0, signal.SIGKILL),
+)
+"""Ctrl-C or SIGTERM of dsh (SPEC section 8): ask, then insist, then kill."""
+
+TIMEOUT_ESCALATION: Escalation = ((0.0, signal.SIGTERM), (2.0, signal.SIGKILL))
+"""A command past its timeout: end it, and kill it if it does not end."""
+
+_CHUNK = 64 * 1024
+"""One read of the pipe (a Linux pipe holds 64 KiB by default)."""
+_READS_PER_TURN = 16
+"""Reads before the reader yields to the event loop, so a flood cannot starve a timeout."""
+_DRAIN_READS = 16
+"""Reads of what is left after the group is killed: a pipe holds at most this much by default,
+and a writer that escaped the group could otherwise keep the drain going forever."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """How long each way of ending a child waits (defaults: SPEC section 8)."""
+
+    on_cancel: Escalation = CANCEL_ESCALATION
+    """Signals when the awaiting task is cancelled."""
+    on_timeout: Escalation = TIMEOUT_ESCALATION
+    """Signals when the timeout expires."""
+    pipe_grace: float = 0.25
+    """How long output is still read after the shell exited, for children holding the pipe."""
+
+
+DEFAULT_TIMINGS = Timings()
+
+Ended = Literal["exited", "timed-out", "cancelled"]
+"""Why the call ended: by itself, at its timeout, or because its task was cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How a child ended."""
+
+    returncode: int
+    """The shell's status; negative when a signal killed it (``-9``: SIGKILL)."""
+    ended: Ended
+    signals: tuple[signal.Signals, ...] = ()
+    """What the escalation sent to the group, in order (not the final sweep of leftovers)."""
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; the number itself for a signal Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+async def run_child(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    sink: Callable[[bytes], None],
+    time_limit: float,
+    timings: Timings = DEFAULT_TIMINGS,
+) -> Completion:
+    """Run ``argv`` to its end, passing its output to ``sink`` as it arrives.
+
+    Raises OSError when the child cannot be started (a missing ``cwd`` or program). A
+    cancellation is absorbed once the child is ended (see the module docstring).
+    """
+    child = _Child.start(argv, cwd, env, sink)
+    ended: Ended = "exited"
+    signals: tuple[signal.Signals, ...] = ()
+    try:
+        try:
+            async with asyncio.timeout(time_limit):
+                await asyncio.shield(child.exited)
+        except TimeoutError:
+            ended = "timed-out"
+            signals, cancelled = await _uncancellable(child.stop(timings.on_timeout))
+            if cancelled:
+                ended = "cancelled"
+    except asyncio.CancelledError:
+        ended = "cancelled"
+        signals, _ = await _uncancellable(child.stop(timings.on_cancel))
+    finally:
+        # On every way out, also an unexpected error: nothing of the group may outlive the call.
+        await _uncancellable(child.finish(timings.pipe_grace))
+    if not signals:
+        ended = "exited"  # it exited by itself just as the time ran out or the cancel came
+    return Completion(child.returncode, ended, signals)
+
+
+class _Child:
+    """A started child: its process group, the pipe it writes to, and the task reading it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], read_fd: int, sink: Callable[[bytes], None]):
+        self._proc = proc
+        self._pgid = proc.pid  # a new session's leader: its pid is the group's id
+        self._fd = read_fd
+        self._sink = sink
+        os.set_blocking(read_fd, False)
+        self.exited: asyncio.Future[None] = asyncio.ensure_future(_wait_exited(proc.pid))
+        """Done when the shell has exited; it is not reaped yet, so its pid (and the group's
+        id) cannot be reused while we still signal the group."""
+        self._reading = asyncio.ensure_future(self._read())
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str],
+        sink: Callable[[bytes], None],
+    ) -> _Child:
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the child has its copy: EOF comes when the last writer is gone
+        return cls(proc, read_fd, sink)
+
+    @property
+    def returncode(self) -> int:
+        assert self._proc.returncode is not None, "only known after finish()"
+        return self._proc.returncode
+
+    async def stop(self, escalation: Escalation) -> tuple[signal.Signals, ...]:
+        """Send each signal at its time, until the shell exits; return those sent."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        sent: list[signal.Signals] = []
+        for at, signum in escalation:
+            delay = began + at - loop.time()
+            if delay > 0:
+                await asyncio.wait((self.exited,), timeout=delay)
+            if self.exited.done():
+                break
+            self._signal(signum)
+            sent.append(signum)
+        return tuple(sent)
+
+    async def finish(self, pipe_grace: float) -> None:
+        """Once the shell has exited: read the rest, kill what is left, close, reap."""
+        if not self.exited.done():  # only after an unexpected error: never leave it running
+            self._signal(signal.SIGKILL)
+        try:
+            await self.exited
+            # Output still in flight comes before EOF; a background child holding the pipe
+            # open would make EOF wait for it, so we wait only so long.
+            await asyncio.wait((self._reading,), timeout=pipe_grace)
+        finally:
+            self._signal(signal.SIGKILL)
+            self._reading.cancel()
+            try:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._reading  # re-raises what broke the reading, if anything did
+                # What the killed children wrote before they died is in the pipe already.
+                self._read_available(_DRAIN_READS)
+            finally:
+                os.close(self._fd)
+                if self.exited.done():
+                    self._proc.wait()  # it has exited: this reaps without blocking
+
+    def _signal(self, signum: signal.Signals) -> None:
+        # Gone already (ProcessLookupError), or no member we may signal (PermissionError:
+        # a setuid program): either way there is nothing more we can do to the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pgid, signum)
+
+    async def _read(self) -> None:
+        while self._read_available(_READS_PER_TURN):
+            await _wait_readable(self._fd)
+
+    def _read_available(self, reads: int) -> bool:
+        """Pass on what the pipe holds now, at most ``reads`` reads; False at its end."""
+        for _ in range(reads):
+            try:
+                data = os.read(self._fd, _CHUNK)
+            except BlockingIOError:
+                return True
+            if not data:
+                return False
+            self._sink(data)
+        return True
+
+
+async def _wait_exited(pid: int) -> None:
+    """Return once process ``pid`` (our child) has exited, without reaping it."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: a thread waits instead
+        await asyncio.to_thread(os.waitid, os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        return
+    try:
+        await _wait_readable(pidfd)  # a pidfd becomes readable when its process exits
+    finally:
+        os.close(pidfd)
+
+
+async def _wait_readable(fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _resolve, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _uncancellable(work: Awaitable[T]) -> tuple[T, bool]:
+    """Await ``work`` to its end even if the awaiting task is cancelled meanwhile.
+
+    Returns its result and whether a cancellation arrived. The cancellation is not lost: the
+    task's ``cancelling()`` count still holds it for whoever handles the task's end.
+    """
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(task), cancelled
+        except asyncio.CancelledError:
+            if task.cancelled():  # the work itself was cancelled, not only our wait for it
+                raise
+            cancelled = True
+
+
+class CappedOutput:
+    """A command's output as it arrives: whole while short, else head and tail plus a file.
+
+    Bytes are decoded as UTF-8 incrementally (a character split between two reads stays whole;
+    invalid bytes become U+FFFD). Up to ``limit`` characters are kept in memory. Past it, a
+    file (0600, in ``spill_dir``, created 0700 when missing) gets everything, written as it
+    arrives, and memory keeps only the first and the last ``limit // 2`` characters: 100 MB of
+    output costs no more memory than 31 KB.
+    """
+
+    def __init__(self, spill_dir: Path, *, limit: int = 30_000, prefix: str = "output-") -> None:
+        self.limit = limit
+        self._spill_dir = spill_dir
+        self._prefix = prefix
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._parts: list[str] = []
+        """Everything, while it fits ``limit``."""
+        self._head = ""
+        self._tail = ""
+        self._spilled = False
+        """Whether the output outgrew ``limit``: from then on only head and tail are kept."""
+        self.chars = 0
+        """Characters seen so far."""
+        self.path: Path | None = None
+        """The file with the whole output, once it did not fit."""
+        self._file: BinaryIO | None = None
+        self._file_error: OSError | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether :meth:`text` leaves something out."""
+        return self.chars > self.limit
+
+    @property
+    def output_file(self) -> Path | None:
+        """The file holding all of the output, when it was cut and the file could be written."""
+        return self.path if self.truncated and self._file_error is None else None
+
+    def feed(self, data: bytes) -> None:
+        """Add what the command wrote."""
+        self._add(self._decoder.decode(data))
+
+    def close(self) -> None:
+        """Flush a character left incomplete at the end, and close the file."""
+        self._add(self._decoder.decode(b"", final=True))
+        if self._file is not None:
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as exc:
+                self._file_error = exc
+
+    def text(self) -> str:
+        """The output, or its head, a line saying what was cut and where it all is, its tail."""
+        if not self.truncated:
+            return "".join(self._parts)
+        cut = self.chars - len(self._head) - len(self._tail)
+        if self._file_error is None:
+            where = f"the whole output is in {self.path}"
+        else:
+            where = f"the whole output could not be saved: {error_chain(self._file_error)}"
+        head = self._head if self._head.endswith("\n") else self._head + "\n"
+        return f"{head}[... {cut:,} of {self.chars:,} characters cut here; {where}]\n{self._tail}"
+
+    def _add(self, text: str) -> None:
+        if not text:
+            return
+        self.chars += len(text)
+        half = self.limit // 2
+        if self.chars <= self.limit:
+            self._parts.append(text)
+            return
+        if not self._spilled:  # the moment it stops fitting
+            whole = "".join(self._parts) + text
+            self._parts, self._spilled = [], True
+            self._head, self._tail = whole[:half], whole[-(self.limit - half) :]
+            self._spill(whole)
+            return
+        self._tail = (self._tail + text)[-(self.limit - half) :]
+        self._write(text)
+
+    def _spill(self, text: str) -> None:
+        try:
+            self._spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=self._prefix, suffix=".txt", dir=self._spill_dir)
+        except OSError as exc:
+            self._file_error = exc
+            return
+        self.path = Path(name)
+        self._file = os.fdopen(fd, "wb")
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.write(text.encode("utf-8"))
+        except OSError as exc:
+            self._file_error = exc
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):
+                file.close()

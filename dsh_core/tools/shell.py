@@ -1,0 +1,235 @@
+"""The ``bash`` tool: a command line run in the working directory (SPEC section 7).
+
+    tool = BashTool(workspace)                          # Toolbox([..., tool])
+    invocation = tool.prepare({"command": "pytest -q", "timeout_s": 300})
+    output = await invocation.run()                     # "...\\n[exit code: 1]", exit_code=1
+
+``bash -c <command>`` (``sh -c`` when the child's ``PATH`` has no bash) runs through
+:func:`~dsh_core.tools.process.run_child`: its own process group, stdin ``/dev/null``, stdout
+and stderr interleaved, the environment without the API key, ended with escalation at its
+timeout or when the turn is cancelled, and nothing of its group left behind.
+
+The result is the output, capped at 30,000 characters (head and tail kept, a line in between
+saying how much was cut and naming the 0600 file that holds it all), then ``[exit code: N]``
+for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
+(``command timed out after N s``) with the partial output after it; a cancelled call is an
+``ABORTED`` failure with its partial output.
+
+The seam for the sandbox (issue 13): a :class:`Launcher` turns the shell's command line into
+the one that is run (``bwrap ... -- bash -c <command>``) and names what the approval question
+says about it (:data:`UNSANDBOXED`: ``(not sandboxed)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, assert_never
+
+from ..errors import ABORTED
+from ..llm import ToolSpec
+from .base import Access, Invocation, ToolError, ToolOutput
+from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
+from .workspace import Workspace
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_TIMEOUT_S",
+    "MIN_TIMEOUT_S",
+    "OUTPUT_LIMIT",
+    "UNSANDBOXED",
+    "BashTool",
+    "Launcher",
+    "Unsandboxed",
+    "shell_argv",
+]
+
+DEFAULT_TIMEOUT_S = 120
+MIN_TIMEOUT_S = 1
+MAX_TIMEOUT_S = 600
+OUTPUT_LIMIT = 30_000
+"""Characters of output the model reads; the rest is in the output file."""
+
+_DESCRIPTION = (
+    "Run a shell command with `bash -c` in the working directory and return its output "
+    "(stdout and stderr interleaved). stdin is /dev/null: the command must not wait for input. "
+    f"Output over {OUTPUT_LIMIT:,} characters is cut in the middle, and the result names a "
+    "file that holds all of it. A non-zero exit status ends the result with `[exit code: N]`. "
+    f"The command is ended after timeout_s seconds (default {DEFAULT_TIMEOUT_S}, at most "
+    f"{MAX_TIMEOUT_S}). Processes it starts in the background are killed when it exits."
+)
+
+_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "The command line to run."},
+        "timeout_s": {
+            "type": "number",
+            "minimum": MIN_TIMEOUT_S,
+            "maximum": MAX_TIMEOUT_S,
+            "description": f"Seconds before the command is ended (default {DEFAULT_TIMEOUT_S}).",
+        },
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+class Launcher(Protocol):
+    """How a command line is started; the sandbox of issue 13 is one."""
+
+    @property
+    def note(self) -> str:
+        """What the approval question says about it: ``(not sandboxed)``."""
+        ...
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """The command line that runs ``argv`` (``[bwrap, ..., "--", *argv]``)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Unsandboxed:
+    """Runs the shell as it is."""
+
+    note: str = "(not sandboxed)"
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        return list(argv)
+
+
+UNSANDBOXED = Unsandboxed()
+
+
+def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:
+    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``."""
+    path = environment.get("PATH", os.defpath)
+    shell = shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
+    return [shell, "-c", command]
+
+
+class BashTool:
+    """``bash {command, timeout_s?}``: runs a command line in ``workspace.root``."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        launcher: Launcher = UNSANDBOXED,
+        timings: Timings = DEFAULT_TIMINGS,
+    ) -> None:
+        self.workspace = workspace
+        self.launcher = launcher
+        self.timings = timings
+        """How a command is ended; tests shorten it."""
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec("bash", _DESCRIPTION, _PARAMETERS)
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        """``$ <command>``: the whole command, newlines and all (the front door neutralises)."""
+        return f"$ {_command(arguments)}"
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        command = _command(arguments)
+        timeout_s = _timeout_s(arguments)
+        unknown = sorted(set(arguments) - {"command", "timeout_s"})
+        if unknown:
+            # Said, not ignored: a model that sent ``timeout`` (in ms) believes it took effect.
+            names = ", ".join(f'"{name}"' for name in unknown)
+            plural = "s" if len(unknown) > 1 else ""
+            raise ToolError(
+                f"invalid arguments: unknown argument{plural} {names}; "
+                "bash takes command and timeout_s"
+            )
+
+        async def run() -> ToolOutput:
+            return await self._run(command, timeout_s)
+
+        return Invocation(Access("shell", note=self.launcher.note), f"$ {command}", run)
+
+    async def _run(self, command: str, timeout_s: float) -> ToolOutput:
+        workspace = self.workspace
+        argv = self.launcher.wrap(shell_argv(command, workspace.environment))
+        output = CappedOutput(workspace.output_dir, limit=OUTPUT_LIMIT, prefix="bash-")
+        try:
+            completion = await run_child(
+                argv,
+                cwd=workspace.root,
+                env=workspace.environment,
+                sink=output.feed,
+                time_limit=timeout_s,
+                timings=self.timings,
+            )
+        except OSError as exc:
+            raise ToolError(f"could not start {argv[0]} in {workspace.root}") from exc
+        finally:
+            output.close()
+        return _result(completion, output, timeout_s)
+
+
+def _command(arguments: Mapping[str, Any]) -> str:
+    command = arguments.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ToolError("invalid arguments: command must be a non-empty string")
+    if "\0" in command:
+        raise ToolError("invalid arguments: command must not contain a NUL character")
+    return command
+
+
+def _timeout_s(arguments: Mapping[str, Any]) -> float:
+    value = arguments.get("timeout_s")
+    if value is None:  # absent, or null as some models send for an optional argument
+        return DEFAULT_TIMEOUT_S
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S
+    ):
+        raise ToolError(
+            f"invalid arguments: timeout_s must be a number of seconds from {MIN_TIMEOUT_S} "
+            f"to {MAX_TIMEOUT_S}, not {value!r}"
+        )
+    return float(value)
+
+
+def _result(completion: Completion, output: CappedOutput, timeout_s: float) -> ToolOutput:
+    """The call's result: the output, then how the command ended."""
+    code = completion.returncode
+    text = output.text()
+    if code > 0:
+        text = _end_line(text, f"[exit code: {code}]")
+    elif code < 0:
+        text = _end_line(text, f"[killed by signal {-code} ({signal_name(-code)})]")
+    sent = ", then ".join(signum.name for signum in completion.signals)
+    sent = f" (sent {sent})" if sent else ""
+    match completion.ended:
+        case "exited":
+            result = ToolOutput(text)
+        case "timed-out":
+            error = ToolError(f"command timed out after {timeout_s:g} s{sent}")
+            result = ToolOutput.failed(error, content_after=text)
+        case "cancelled":
+            error = ToolError(f"the command was cancelled{sent}", ABORTED)
+            result = ToolOutput.failed(error, content_after=text)
+        case _:
+            assert_never(completion.ended)
+    path = output.output_file
+    return dataclasses.replace(
+        result,
+        # Killed by signal N: 128 + N, as a shell's $? says it.
+        exit_code=code if code >= 0 else 128 - code,
+        truncated=output.truncated,
+        output_file=str(path) if path is not None else None,
+    )
+
+
+def _end_line(text: str, line: str) -> str:
+    """``line`` on its own line after ``text``."""
+    return f"{text}\n{line}" if text and not text.endswith("\n") else f"{text}{line}"
