@@ -86,11 +86,10 @@ def _mergeable(before: Message, after: Message) -> bool:
     )
 
 
-def _append(messages: list[Message], message: Message) -> int:
-    """Append ``message``, merged into the last one when allowed; returns the token change."""
+def _join(messages: list[Message], message: Message) -> Message | None:
+    """Append ``message``, or merge it into the last one when allowed; the merged message."""
     if messages and _mergeable(messages[-1], message):
         last = messages[-1]
-        before = message_tokens(last)
         joined = f"{last.content}\n\n{message.content}"
         merged: Message = (
             UserMessage(joined)
@@ -98,9 +97,17 @@ def _append(messages: list[Message], message: Message) -> int:
             else AssistantMessage(joined, getattr(last, "reasoning", None))
         )
         messages[-1] = merged
-        return message_tokens(merged) - before
+        return last
     messages.append(message)
-    return message_tokens(message)
+    return None
+
+
+def _append(messages: list[Message], message: Message) -> int:
+    """Append or merge ``message``; the change in estimated tokens."""
+    replaced = _join(messages, message)
+    if replaced is None:
+        return message_tokens(message)
+    return message_tokens(messages[-1]) - message_tokens(replaced)
 
 
 class History:
@@ -113,6 +120,7 @@ class History:
         self._committed_tokens = 0
         self._open: list[Message] = []
         """The messages of the turn that has started and not ended."""
+        self._open_tokens = 0
         self._read = 0
         """Log events already folded in."""
 
@@ -126,8 +134,9 @@ class History:
         """The system prompt, the turns that count, then the open turn (a fresh list)."""
         messages: list[Message] = [] if self._system is None else [self._system]
         messages.extend(self._committed)
-        for message in self._open:
-            _append(messages, message)
+        if self._open:  # already merged among themselves: only the first may join the past
+            _join(messages, self._open[0])
+            messages.extend(self._open[1:])
         return messages
 
     @property
@@ -139,28 +148,32 @@ class History:
     @property
     def open_tokens(self) -> int:
         """Estimated tokens of the turn being run."""
-        return sum(message_tokens(message) for message in self._open)
+        return self._open_tokens
+
+    def _open_with(self, message: Message) -> None:
+        self._open_tokens += _append(self._open, message)
 
     def _fold(self, record: Record) -> None:
         match record:
             case SystemPrompt(text=text):
                 self._system = SystemMessage(text)
             case TurnStart():
-                self._open = []
+                self._open, self._open_tokens = [], 0
             case UserText(text=text):
-                self._open = [UserMessage(text)]
+                self._open, self._open_tokens = [], 0
+                self._open_with(UserMessage(text))
             case AssistantStep():
                 if record.text or record.tool_calls:
                     reasoning = record.reasoning if record.tool_calls else None
-                    self._open.append(AssistantMessage(record.text, reasoning, record.tool_calls))
+                    self._open_with(AssistantMessage(record.text, reasoning, record.tool_calls))
             case ToolResult(call_id=call_id, content=content):
-                self._open.append(ToolMessage(call_id, content))
+                self._open_with(ToolMessage(call_id, content))
             case TurnEnd(kind=kind):
                 said = any(not isinstance(m, UserMessage) for m in self._open)
                 if said or kind in ("completed", "max-tokens", "max-steps"):
                     for message in self._open:
                         self._committed_tokens += _append(self._committed, message)
-                self._open = []
+                self._open, self._open_tokens = [], 0
             case ToolCallStarted() | ApprovalDecided() | StepUsage() | RetryScheduled():
                 pass  # bookkeeping: the model does not see it
             case UnknownEvent():

@@ -35,6 +35,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,9 +55,13 @@ __all__ = [
     "SessionInfo",
     "SessionLog",
     "SessionStore",
+    "SessionSummary",
+    "StoredSession",
     "cwd_key",
     "encode_line",
     "format_time",
+    "read_log",
+    "summarise_log",
 ]
 
 logger = logging.getLogger(__name__)
@@ -117,6 +122,8 @@ class LoadReport:
     """One human-readable line per repair, in the order they were made."""
     interrupted_turn: int | None = None
     """The turn this load closed as ``interrupted``, else None."""
+    appended: int = 0
+    """Events this load appended to close that turn (results for its calls, ``turn/end``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +260,8 @@ class SessionLog:
         self._size = os.fstat(fd).st_size
         """Bytes of whole, acknowledged lines; a failed write rolls the file back to it."""
         self._broken: OSError | None = None
+        self.on_append: Callable[[SessionEvent], None] | None = None
+        """Called with each event once it is written (``--json`` shows them as they come)."""
 
     def __repr__(self) -> str:
         return f"SessionLog(id={self.id!r}, path={str(self.path)!r}, events={len(self.events)})"
@@ -295,6 +304,8 @@ class SessionLog:
             raise SessionLogError(f"cannot write session log {self.path}") from exc
         self._size += len(line)
         self.events.append(event)
+        if self.on_append is not None:
+            self.on_append(event)
         return event
 
     def close(self) -> None:
@@ -400,6 +411,13 @@ class SessionStore:
         Raises SessionLogError for an unknown id, a log in use, damage before the last complete
         turn, or a newer format version.
         """
+        return self._load(self.find(session_id))
+
+    def find(self, session_id: str) -> Path:
+        """The log of the session ``session_id``, without opening it.
+
+        Raises SessionLogError for an id that is unknown, unsafe, or in two directories.
+        """
         found = (
             sorted(self.root.glob(f"*/{session_id}/{LOG_NAME}"))
             if _ID_PATTERN.fullmatch(session_id)
@@ -410,15 +428,49 @@ class SessionStore:
         if len(found) > 1:
             places = ", ".join(str(path) for path in found)
             raise SessionLogError(f"session id {session_id!r} is ambiguous: {places}")
-        return self._load(found[0])
+        return found[0]
 
     def newest(self, cwd: Path) -> tuple[SessionLog, LoadReport] | None:
         """Load the most recently written session of ``cwd``, or None when it has none."""
+        path = self.newest_path(cwd)
+        return None if path is None else self._load(path)
+
+    def newest_path(self, cwd: Path) -> Path | None:
+        """The log of the most recently written session of ``cwd``, without opening it."""
         candidates = list(self._logs(self.root / cwd_key(os.path.abspath(cwd))))
         if not candidates:
             return None
-        newest = max(candidates, key=lambda item: (item[1].st_mtime_ns, item[0].parent.name))
-        return self._load(newest[0])
+        return max(candidates, key=lambda item: _recency(item[0], item[1]))[0]
+
+    def summaries(self, cwd: Path | None = None) -> list[SessionSummary]:
+        """Sessions of ``cwd`` (or of every directory) for a listing, most recent first.
+
+        Read-only and fast: no lock, no repair, and from each log only its head and its tail
+        (see :func:`summarise_log`); the first is the one :meth:`newest` would load. A damaged
+        log is listed with what could be read. Raises SessionLogError when the sessions
+        directory itself cannot be read; a missing one holds no sessions.
+        """
+        try:
+            if not stat.S_ISDIR(os.stat(self.root).st_mode):
+                raise SessionLogError(f"{self.root} is not a directory")
+            if cwd is None:
+                keys = sorted(self.root.iterdir())
+            else:
+                keys = [self.root / cwd_key(os.path.abspath(cwd))]
+            found = [item for key in keys for item in self._logs(key)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise SessionLogError(f"cannot read the sessions in {self.root}") from exc
+        found.sort(key=lambda item: _recency(item[0], item[1]), reverse=True)
+        return [summarise_log(path, status) for path, status in found]
+
+    def read(self, session_id: str) -> StoredSession:
+        """The session ``session_id`` as its log holds it, read without locking or repairing.
+
+        For readers (``dsh --show``): a session that a running dsh is writing can be read.
+        """
+        return read_log(self.find(session_id))
 
     def list(self, cwd: Path | None = None) -> list[SessionInfo]:
         """Sessions of ``cwd`` (or of every directory), most recently written first.
@@ -476,6 +528,7 @@ class SessionStore:
             os.close(fd)
             raise
         interrupted: int | None = None
+        closing: list[Record] = []
         if scan.open_turn is not None:
             interrupted = scan.open_turn
             opened = max(i for i, e in enumerate(log.events) if isinstance(e.record, TurnStart))
@@ -496,7 +549,8 @@ class SessionStore:
             )
         for notice in notices:
             logger.warning("session %s: %s", log.id, notice)
-        return log, LoadReport(tuple(notices), interrupted)
+        appended = len(closing) if interrupted is not None else 0
+        return log, LoadReport(tuple(notices), interrupted, appended)
 
     def _repair_tail(self, fd: int, path: Path, scan: _Scan) -> str | None:
         """Cut the file back to its last good line, keeping damaged bytes in a sidecar.
@@ -597,8 +651,8 @@ def _read_header(path: Path) -> dict[str, Any]:
     return _check_header(raw, path)
 
 
-def _parse_event(raw: bytes, seq: int) -> SessionEvent | str:
-    """The event on one whole line, or what is wrong with it."""
+def _parse_event(raw: bytes, seq: int | None) -> SessionEvent | str:
+    """The event on one whole line, or what is wrong with it; ``seq`` None: any seq will do."""
     try:
         value = json.loads(raw.decode("utf-8"))  # decode first: loads(bytes) sniffs encodings
     except UnicodeDecodeError:
@@ -610,7 +664,7 @@ def _parse_event(raw: bytes, seq: int) -> SessionEvent | str:
     kind, number, time, data = (value.get(k) for k in ("type", "seq", "time", "data"))
     if not (isinstance(kind, str) and isinstance(time, str) and isinstance(data, dict)):
         return "not an event (type, seq, time, data)"
-    if not isinstance(number, int) or isinstance(number, bool) or number != seq:
+    if not isinstance(number, int) or isinstance(number, bool) or seq not in (None, number):
         return f"seq {number!r} where {seq} was expected"
     try:
         record = parse_record(kind, data)
@@ -671,3 +725,307 @@ def _scan(fd: int, path: Path) -> _Scan:
                 )
             offset += len(raw)
     return _Scan(header, events, open_turn, damage, torn)
+
+
+# Reading without a lock: listings and transcripts (``dsh --sessions``, ``dsh --show``).
+
+
+def _recency(path: Path, status: os.stat_result) -> tuple[int, str]:
+    """How recent a session is: its log's modification time, then its id to break ties."""
+    return status.st_mtime_ns, path.parent.name
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """A session as a listing shows it, read from the head and the tail of its log."""
+
+    id: str
+    path: Path
+    """The ``session.jsonl`` file."""
+    cwd: str | None
+    """The working directory it was started in; None when the header cannot be read."""
+    updated: datetime
+    """When the log was last written (its modification time), UTC."""
+    turns: int
+    """The number of its last turn (0: no turn yet)."""
+    last_end: TurnEnd | None
+    """How the last turn ended; None when no turn has ended yet or the last one is open."""
+    open: bool
+    """The last turn has no ``turn/end``: a running dsh is writing it, or one died (the next
+    load closes it as ``interrupted``)."""
+    first_user: str | None
+    """The beginning of the first user message (at most :data:`FIRST_USER_CHARS` characters),
+    None when there is none."""
+    damage: str | None = None
+    """What could not be read, when something could not."""
+
+
+FIRST_USER_CHARS = 200
+"""Characters of the first user message a summary keeps: enough for one line of a listing."""
+
+_HEAD_BYTES = 1 << 14
+"""A log's head, read first: the header, the system prompt and the first user message."""
+_HEAD_LIMIT = 1 << 20
+"""How far a summary looks for the first user message, behind a very long system prompt."""
+_TAIL_BYTES = 1 << 14
+"""A log's tail, read first for its last turn; earlier chunks grow (times 4) from there."""
+_TAIL_CHUNK_LIMIT = 1 << 20
+_TURN_LINE_LIMIT = 1 << 20
+"""A turn line longer than this is not read whole (a real one is a few hundred bytes)."""
+_PREFIX_BYTES = 1 << 12
+"""Bytes of a user message line that are enough for FIRST_USER_CHARS characters."""
+# encode_line writes "type" first and compactly, and JSON strings hold no raw newline: these
+# patterns find the starts of lines without parsing the lines in between.
+_USER_LINE = b'\n{"type":"user/message",'
+_TURN_LINE = b'\n{"type":"turn/'
+_JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
+
+
+def summarise_log(path: Path, status: os.stat_result) -> SessionSummary:
+    """What a listing shows of the log at ``path``, reading its head and its tail only.
+
+    Never raises for a damaged or unreadable log: what cannot be read is named in ``damage``.
+    """
+    session_id = path.parent.name
+    updated = datetime.fromtimestamp(status.st_mtime, UTC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return SessionSummary(
+            session_id, path, None, updated, 0, None, False, None, f"cannot read: {exc}"
+        )
+    problems: list[str] = []
+    cwd: str | None = None
+    try:
+        size = os.fstat(fd).st_size  # it may have grown since ``status``: a dsh is writing
+        head = os.pread(fd, _HEAD_BYTES, 0)
+        newline = head.find(b"\n")
+        try:
+            header = _check_header(head[: newline + 1] if newline >= 0 else head, path)
+        except SessionLogError as exc:
+            problems.append(exc.message)
+        else:
+            session_id, cwd = header["id"], header["cwd"]
+        try:
+            first_user = _first_user_text(fd, head, size)
+        except ValueError as exc:
+            first_user = None
+            problems.append(f"its first user message cannot be read ({exc})")
+        turns, last_end, is_open = _last_turn(fd, size, head, problems)
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            problems.append("its last line is incomplete")
+    except OSError as exc:
+        return SessionSummary(
+            session_id, path, cwd, updated, 0, None, False, None, f"cannot read: {exc}"
+        )
+    finally:
+        os.close(fd)
+    damage = "; ".join(problems) if problems else None
+    return SessionSummary(
+        session_id, path, cwd, updated, turns, last_end, is_open, first_user, damage
+    )
+
+
+def _first_user_text(fd: int, head: bytes, size: int) -> str | None:
+    start = _find_line(fd, head, size, _USER_LINE)
+    if start is None:
+        return None
+    if start + _PREFIX_BYTES <= len(head):
+        raw = head[start : start + _PREFIX_BYTES]
+    else:
+        raw = os.pread(fd, _PREFIX_BYTES, start)
+    end = raw.find(b"\n")
+    if end >= 0:
+        value = json.loads(raw[:end].decode("utf-8"))
+        text = value.get("data", {}).get("text") if isinstance(value, dict) else None
+        if not isinstance(text, str):
+            raise ValueError("it has no text")
+        return text[:FIRST_USER_CHARS]
+    # A long message: decode just the start of its text rather than the whole line.
+    return _text_prefix(raw)
+
+
+def _find_line(fd: int, head: bytes, size: int, pattern: bytes) -> int | None:
+    """Where the first line that ``pattern`` starts begins, searching from the head on.
+
+    Reads on in growing chunks (each byte once) up to :data:`_HEAD_LIMIT`.
+    """
+    position = head.find(pattern)
+    if position >= 0:
+        return position + 1
+    keep = len(pattern) - 1  # a match may straddle two chunks
+    base, carry, chunk = len(head), head[-keep:], _HEAD_BYTES * 4
+    while base < min(size, _HEAD_LIMIT):
+        piece = os.pread(fd, min(chunk, _HEAD_LIMIT - base), base)
+        if not piece:
+            break
+        data = carry + piece
+        position = data.find(pattern)
+        if position >= 0:
+            return base - len(carry) + position + 1
+        base, carry, chunk = base + len(piece), data[-keep:], chunk * 4
+    return None
+
+
+def _text_prefix(raw: bytes) -> str:
+    """The beginning of the ``text`` string in the first bytes of a ``user/message`` line."""
+    data = raw.find(b'"data":')
+    key = raw.find(b'"text":"', data) if data >= 0 else -1
+    if key < 0:
+        raise ValueError("its text is not where it was expected")
+    chars = raw[key + len(b'"text":"') :].decode("utf-8", "ignore")  # the cut may split a char
+    body = _JSON_STRING_BODY.match(chars)
+    text = body.group() if body else ""
+    for cut in range(7):  # the cut may split an escape (at most 6 characters: \uXXXX)
+        try:
+            value = json.loads(f'"{text[: len(text) - cut]}"')
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            return value[:FIRST_USER_CHARS]
+    raise ValueError("its text is not a JSON string")
+
+
+def _last_turn(
+    fd: int, size: int, head: bytes, problems: list[str]
+) -> tuple[int, TurnEnd | None, bool]:
+    """(last turn number, its end, whether it is open) from the last ``turn/...`` line.
+
+    Searches backwards from the end, chunk by chunk, for the start of a turn line, so each byte
+    is read at most once (``head``, the bytes from 0 already read, is not read again) and no
+    line in between is parsed: a long last turn (tool output) costs reading it, no more.
+    """
+    damaged = False
+    end, chunk = size, _TAIL_BYTES
+    carry = b""
+    """The start of the chunk searched before: a pattern may straddle two chunks."""
+    while end > 0:
+        start = max(0, end - chunk)
+        # A small log is all in its head, already read.
+        data = (head[start:end] if end <= len(head) else os.pread(fd, end - start, start)) + carry
+        position = data.rfind(_TURN_LINE)
+        while position >= 0:
+            line = _line_at(fd, start + position + 1, size)
+            if line is not None:  # a line still being written (or torn) has no newline yet
+                try:
+                    record = _parse_line(line)
+                except ValueError as exc:
+                    if not damaged:
+                        problems.append(f"a turn line near its end cannot be read ({exc})")
+                    damaged = True
+                else:
+                    if isinstance(record, TurnEnd | TurnStart):
+                        if damaged:  # a later turn line was unreadable: how it ended is unknown
+                            return record.turn, None, False
+                        if isinstance(record, TurnEnd):
+                            return record.turn, record, False
+                        return record.turn, None, True
+            position = data.rfind(_TURN_LINE, 0, position)
+        carry = data[: len(_TURN_LINE) - 1]
+        end, chunk = start, min(chunk * 4, _TAIL_CHUNK_LIMIT)
+    return 0, None, False
+
+
+def _line_at(fd: int, offset: int, size: int) -> bytes | None:
+    """The line that starts at ``offset``, without its newline; None when it has none."""
+    data = b""
+    while offset + len(data) < size and len(data) < _TURN_LINE_LIMIT:
+        piece = os.pread(fd, _PREFIX_BYTES, offset + len(data))
+        if not piece:
+            break
+        newline = piece.find(b"\n")
+        if newline >= 0:
+            return data + piece[:newline]
+        data += piece
+    return None
+
+
+def _parse_line(raw: bytes) -> Record:
+    value = json.loads(raw.decode("utf-8"))
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    kind, data = value.get("type"), value.get("data")
+    if not isinstance(kind, str) or not isinstance(data, dict):
+        raise ValueError("not an event")
+    return parse_record(kind, data)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A session log as it is on disk, read without locking or repairing it."""
+
+    id: str
+    path: Path
+    cwd: str | None
+    """The working directory it was started in; None when the header cannot be read."""
+    events: tuple[SessionEvent, ...]
+    """Every event that could be read, in file order."""
+    open_turn: int | None
+    """A turn started and not ended: a dsh is writing it, or one died."""
+    problems: tuple[str, ...]
+    """One line per damaged place (file and line named), in file order; empty when whole."""
+
+
+def read_log(path: Path) -> StoredSession:
+    """Read the log at ``path`` as it is: no lock, no repair, damage listed, not fatal.
+
+    Damaged lines are skipped and named in ``problems``, and reading goes on after them, so a
+    reader sees everything that can be read. Raises SessionLogError when the file cannot be
+    opened or was written by a newer dsh (its lines cannot be trusted to mean what they say).
+    """
+    try:
+        file = path.open("rb")
+    except OSError as exc:
+        raise SessionLogError(f"cannot read session log {path}") from exc
+    events: list[SessionEvent] = []
+    problems: list[str] = []
+    open_turn: int | None = None
+    session_id, cwd = path.parent.name, None
+    try:
+        with file:
+            raw = file.readline()
+            try:
+                header = _check_header(raw, path)
+            except SessionLogError as exc:
+                if _format_version(raw) > FORMAT_VERSION:
+                    raise
+                problems.append(exc.message)
+            else:
+                session_id, cwd = header["id"], header["cwd"]
+            number = 1
+            for raw in file:
+                number += 1
+                if not raw.endswith(b"\n"):
+                    problems.append(
+                        f"session log {path} ends in an incomplete line (line {number}, "
+                        f"{len(raw)} bytes): a write was cut short, or is still going on"
+                    )
+                    break
+                parsed = _parse_event(raw, None)
+                if isinstance(parsed, str):
+                    problems.append(_bad(path, number, parsed).message)
+                    continue
+                expected = events[-1].seq + 1 if events else 0
+                if parsed.seq != expected:
+                    problems.append(
+                        _bad(
+                            path, number, f"seq {parsed.seq} where {expected} was expected"
+                        ).message
+                    )
+                events.append(parsed)
+                if isinstance(parsed.record, TurnStart):
+                    open_turn = parsed.record.turn
+                elif isinstance(parsed.record, TurnEnd):
+                    open_turn = None
+    except OSError as exc:
+        raise SessionLogError(f"cannot read session log {path}") from exc
+    return StoredSession(session_id, path, cwd, tuple(events), open_turn, tuple(problems))
+
+
+def _format_version(raw: bytes) -> int:
+    """The header line's format version, or 0 when it has none that can be read."""
+    try:
+        version = json.loads(raw.decode("utf-8")).get("version")
+    except (ValueError, AttributeError):
+        return 0
+    return version if isinstance(version, int) and not isinstance(version, bool) else 0

@@ -17,6 +17,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from dsh_core.chain import error_chain
@@ -41,7 +42,7 @@ def _startup_failed(exc: BaseException) -> int:
 def _fill_closed_descriptors() -> None:
     """Give a closed stdin or stderr /dev/null, as daemons do.
 
-    Otherwise the next file dsh opens (the runtime log) would become descriptor 0 or 2, and
+    Otherwise the next file dsh opens (the session log) would become descriptor 0 or 2, and
     input would be read from it, or errors written into it.
     """
     for fd, stream in ((0, sys.stdin), (2, sys.stderr)):
@@ -59,7 +60,7 @@ async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> 
 
     out, err = sys.stdout, sys.stderr
     try:
-        runtime = Runtime.open(config, out=out, err=err)
+        runtime = Runtime.open(config, out=out, err=err, terminal=out.isatty())
     except (HarnessError, OSError) as exc:
         return _startup_failed(exc)
     try:
@@ -74,19 +75,55 @@ async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> 
             return await run_one_shot(runtime, config.question, piped, out)
         return await run_pipe(runtime, STDIN, out)
     finally:
-        await runtime.close()
+        session_id = runtime.conversation.log.id
+        if await runtime.close():
+            # Say which session this was, so that it can be found again.
+            named = f"dsh: session {session_id} (dsh -r {session_id} to resume)\n"
+            with contextlib.suppress(OSError, ValueError):
+                (out if terminal else err).write(named)
+
+
+def _stored(config: Config, terminal: bool) -> int:
+    """``--sessions`` and ``--show``: read the store, write nothing to it."""
+    from dsh_core.tools import Toolbox, Workspace, builtin_tools
+
+    from .sessions import list_sessions, show_session
+
+    if not terminal:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dsh --show last | head` ends quietly
+    if config.action == "sessions":
+        return list_sessions(config, sys.stdout, terminal=terminal)
+    assert config.show is not None
+    # Tool lines as the live transcript showed them: each call summarised by its tool.
+    workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
+    describe = Toolbox(builtin_tools(workspace)).describe
+    return show_session(config, config.show, sys.stdout, terminal=terminal, describe=describe)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run dsh; the process exits with the returned status."""
     _fill_closed_descriptors()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if "--demo" in arguments:
+        from .demo import run_demo
+
+        return run_demo([a for a in arguments if a != "--demo"], main)
     try:
-        config = parse_config(sys.argv[1:] if argv is None else argv)
+        config = parse_config(arguments)
     except StartupError as exc:
         return _startup_failed(exc)
     if sys.stdout is None:
         return _startup_failed(StartupError("standard output is closed: answers would be lost"))
     terminal = os.isatty(STDIN) and sys.stdout.isatty()
+    if config.action != "chat":
+        try:
+            return _stored(config, sys.stdout.isatty())
+        except (HarnessError, OSError) as exc:
+            return _startup_failed(exc)
+    if config.json and terminal and config.question is None:
+        return _startup_failed(
+            StartupError('--json is for pipes and one-shot runs: dsh --json "question"')
+        )
     if not terminal:
         # Like cat: a reader that went away ends us quietly. Every durable line is already
         # on disk, and the next load closes the open turn as interrupted.
@@ -120,7 +157,7 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
 def leave(status: int) -> NoReturn:
     """Flush stdout and stderr, then exit without interpreter teardown.
 
-    Teardown costs about 40 ms and does nothing for us: the runtime log is closed and every
+    Teardown costs about 40 ms and does nothing for us: the session log is closed and every
     durable line fsynced before ``main`` returns. It could also hang on the stdin thread.
     """
     for stream in (sys.stdout, sys.stderr):

@@ -14,12 +14,13 @@ from typing import TextIO
 
 from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
+from dsh_core.context import system_prompt
 from dsh_core.deepseek import CONNECT_TIMEOUT, IDLE_TIMEOUT, READ_TIMEOUT, DeepSeekAdapter
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.tools import Toolbox
+from dsh_core.tools import Toolbox, Workspace, builtin_tools
 
 from .config import Config
 from .jsonout import JsonView
@@ -28,7 +29,10 @@ from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
 
-__all__ = ["Runtime"]
+__all__ = ["TOOL_OUTPUT_DIR", "Runtime"]
+
+TOOL_OUTPUT_DIR = "tool-output"
+"""Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
 
 
 @dataclass
@@ -105,14 +109,26 @@ class Runtime:
         Tools, their workspace and the approvals answered "always" belong to one session.
         """
         config = self.config
+        cwd = Path.cwd()
+        toolbox = Toolbox()
+        if config.tools:
+            workspace = Workspace.at(cwd, output_dir=log.path.parent / TOOL_OUTPUT_DIR)
+            toolbox = Toolbox(builtin_tools(workspace))
+        prompt: str | None = None
+        if not log.events:  # a resumed session keeps the system prompt it recorded
+            context = system_prompt(cwd, tools=toolbox.names, first_part=config.system)
+            for warning in context.warnings:
+                self.err.write(f"dsh: {warning}\n")
+            prompt = context.text or None
         return Conversation(
             self.model,
             log,
             model_name=model_name,
             max_tokens=config.max_tokens,
             max_steps=config.max_steps,
-            toolbox=Toolbox(),
+            toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
+            system_prompt=prompt,
         )
 
     def _close_log(self, log: SessionLog) -> bool:

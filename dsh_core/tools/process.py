@@ -42,14 +42,15 @@ import codecs
 import contextlib
 import os
 import signal
-import subprocess
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Literal, TypeVar
 
 from ..chain import error_chain
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = [
     "CANCEL_ESCALATION",
@@ -186,6 +187,8 @@ class _Child:
     ) -> _Child:
         read_fd, write_fd = os.pipe()
         try:
+            import subprocess  # only a command needs it: kept out of startup
+
             proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
@@ -397,6 +400,8 @@ class CappedOutput:
     def _spill(self, text: str) -> None:
         try:
             self._spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            import tempfile
+
             fd, name = tempfile.mkstemp(prefix=self._prefix, suffix=".txt", dir=self._spill_dir)
         except OSError as exc:
             self._file_error = exc

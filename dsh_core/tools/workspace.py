@@ -2,7 +2,7 @@
 
 One :class:`Workspace` per conversation: the files read in it (``write`` and ``edit`` refuse a
 file that was not read, or that changed on disk since) belong to that session, and a fresh
-session (``/new``) starts with none.
+session (``/new``) starts with none: its :class:`ReadTracker` holds them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SECRET_VARIABLES", "Workspace", "child_environment"]
+__all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
 SECRET_VARIABLES = ("DEEPSEEK_API_KEY",)
 """Variables never passed to a child process."""
@@ -33,6 +33,53 @@ def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What a file looked like on disk: a change of any field means it changed since.
+
+    Timestamps are as fine as the file system keeps them (nanoseconds on ext4, xfs, btrfs,
+    tmpfs, but the kernel's clock ticks in milliseconds): a rewrite to the same size within one
+    tick is not seen. Replacing the file (a new inode) is.
+    """
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, status: os.stat_result) -> Fingerprint:
+        return cls(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+    def change(self, now: Fingerprint) -> str:
+        """How the file changed from this fingerprint to ``now``, in words; "" when it did not."""
+        if (self.device, self.inode) != (now.device, now.inode):
+            return "it was replaced by another file"
+        if self.size != now.size:
+            return f"its size went from {self.size:,} to {now.size:,} bytes"
+        if self.mtime_ns != now.mtime_ns:
+            return "it was modified"
+        return ""
+
+
+class ReadTracker:
+    """The files read in one session, by real path (symlinks followed), as they were then."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, Fingerprint] = {}
+
+    def record(self, path: str, fingerprint: Fingerprint) -> None:
+        """``path`` was read (or written) and looked like ``fingerprint``."""
+        self._files[path] = fingerprint
+
+    def fingerprint(self, path: str) -> Fingerprint | None:
+        """How ``path`` looked when last read or written in this session; None if never."""
+        return self._files.get(path)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
 @dataclass
 class Workspace:
     """The working directory tools act in, and what they share within one session."""
@@ -43,6 +90,8 @@ class Workspace:
     """Where a command's whole output goes when the result is cut (created 0700 on demand)."""
     environment: dict[str, str] = field(default_factory=child_environment)
     """The environment of every child process: no API key."""
+    read_files: ReadTracker = field(default_factory=ReadTracker)
+    """Files read in this session: ``write`` and ``edit`` change only these, unchanged since."""
 
     @classmethod
     def at(cls, cwd: Path, output_dir: Path) -> Workspace:

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from dsh_core.deepseek import DeepSeekAdapter, RetryPolicy
-from dsh_core.llm import Event, TextDelta
-from dsh_core.loop import Conversation, TurnEnd, TurnFailed
+from dsh_core.events import TurnEnd
+from dsh_core.llm import TextDelta
+from dsh_core.loop import Conversation, LoopEvent
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing.stub_server import Answer, HttpError, SlowStream, StubServer, closed_port
 from tests.conftest import CANARY_KEY
@@ -54,7 +55,7 @@ def run_turns(
         with store.create(CWD) as log:
             conversation = Conversation(adapter, log, model_name="deepseek-v4-flash", **options)
 
-            def observer(event: Event | TurnFailed) -> None:
+            def observer(event: LoopEvent) -> None:
                 if cancel_after_text is not None and isinstance(event, TextDelta):
                     # As the front door's SIGINT handler does: on the loop, between events.
                     asyncio.get_running_loop().call_soon(conversation.cancel, cancel_after_text)
@@ -171,7 +172,7 @@ def child_main(home: str, base_url: str) -> None:
         with store.create(CWD) as log:
             print(log.id, flush=True)
 
-            def observer(event: Event | TurnFailed) -> None:
+            def observer(event: LoopEvent) -> None:
                 if isinstance(event, TextDelta):
                     print("streaming", flush=True)
 

@@ -15,7 +15,14 @@ import pytest
 
 from dsh_core import error_chain
 from dsh_core.errors import SessionLogError, UsageError
-from dsh_core.events import AssistantStep, TurnEnd, TurnStart, UnknownEvent, UserText
+from dsh_core.events import (
+    AssistantStep,
+    SystemPrompt,
+    TurnEnd,
+    TurnStart,
+    UnknownEvent,
+    UserText,
+)
 from dsh_core.session import (
     FORMAT_VERSION,
     SessionEvent,
@@ -23,6 +30,7 @@ from dsh_core.session import (
     SessionStore,
     cwd_key,
     format_time,
+    read_log,
 )
 from tests.conftest import CANARY_KEY
 
@@ -550,3 +558,141 @@ def test_an_unused_session_is_discarded_and_a_used_one_kept(tmp_path: Path) -> N
     found = store.newest(tmp_path)
     assert found is not None and found[0].id == used.id
     found[0].close()
+
+
+# --- reading without a lock: summaries (dsh --sessions) and read_log (dsh --show) -----------
+
+
+def files_state(root: Path) -> dict[str, tuple[int, bytes]]:
+    return {
+        str(path): (path.stat().st_mtime_ns, path.read_bytes() if path.is_file() else b"")
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def test_summaries_read_head_and_tail_and_match_what_newest_picks(
+    store: SessionStore,
+) -> None:
+    assert store.summaries(CWD) == []  # no sessions directory yet: nothing, not an error
+    with store.create(CWD) as older:
+        one_turn(older, 1)
+    with store.create(CWD) as newer:
+        for n in (1, 2, 3):
+            one_turn(newer, n)
+        one_turn(newer, 4, end=False)
+    with store.create(Path("/elsewhere")) as other:
+        one_turn(other, 1)
+    os.utime(older.path, (1_000_000, 1_000_000))
+    os.utime(newer.path, (2_000_000, 2_000_000))
+    os.utime(other.path, (3_000_000, 3_000_000))
+    before = files_state(store.home)
+    mine = store.summaries(CWD)
+    assert [s.id for s in mine] == [newer.id, older.id]
+    assert store.newest_path(CWD) == mine[0].path
+    latest = mine[0]
+    assert (latest.turns, latest.open, latest.last_end) == (4, True, None)
+    assert (latest.first_user, latest.cwd, latest.damage) == ("question 1", str(CWD), None)
+    assert latest.updated == datetime.fromtimestamp(2_000_000, UTC)
+    assert mine[1].last_end == TurnEnd(1, "completed")
+    assert [s.id for s in store.summaries()] == [other.id, newer.id, older.id]
+    assert files_state(store.home) == before  # nothing locked, repaired or touched
+    with store.open(newer.id)[0] as resumed:  # and the open turn is still there to repair
+        assert resumed.events[-1].record == TurnEnd(4, "interrupted")
+
+
+def test_summaries_refuse_an_unreadable_sessions_directory(tmp_path: Path) -> None:
+    (tmp_path / "sessions").write_text("a file where the directory belongs\n")
+    with pytest.raises(SessionLogError, match="is not a directory"):
+        SessionStore(tmp_path).summaries()
+    with pytest.raises(SessionLogError, match="cannot read the sessions") as caught:
+        SessionStore(tmp_path / "sessions").summaries()  # its parent is a file
+    assert isinstance(caught.value.__cause__, NotADirectoryError)
+
+
+def test_a_log_that_cannot_be_read_is_summarised_not_raised(store: SessionStore) -> None:
+    with store.create(CWD) as log:
+        one_turn(log, 1)
+    log.path.unlink()
+    log.path.mkdir()  # session.jsonl is a directory now: open works, reading fails
+    (summary,) = store.summaries(CWD)
+    assert summary.id == log.id
+    assert summary.damage is not None and "cannot read" in summary.damage
+
+
+def test_read_log_reads_a_locked_log_as_it_is(store: SessionStore) -> None:
+    with store.create(CWD) as log:
+        one_turn(log, 1)
+        one_turn(log, 2, end=False)
+        before = files_state(store.home)
+        stored = store.read(log.id)
+        assert files_state(store.home) == before
+        assert stored.open_turn == 2
+        assert stored.problems == ()
+        assert [e.record for e in stored.events] == [e.record for e in log.events]
+        log.append(TurnEnd(2, "completed"), durable=True)  # the writer's lock is untouched
+
+
+def test_read_log_skips_and_names_damage_and_a_torn_tail(store: SessionStore) -> None:
+    with store.create(CWD) as log:
+        one_turn(log, 1)
+        one_turn(log, 2)
+    data = lines(log.path)
+    data[2] = b"[1, 2]\n"
+    log.path.write_bytes(b"".join(data) + b'{"type":"tu')
+    stored = read_log(log.path)
+    assert [e.seq for e in stored.events] == [0, 2, 3, 4, 5, 6, 7]
+    assert stored.problems == (
+        f"session log {log.path} is damaged at line 3: not a JSON object",
+        f"session log {log.path} is damaged at line 4: seq 2 where 1 was expected",
+        f"session log {log.path} ends in an incomplete line (line 10, 11 bytes): "
+        "a write was cut short, or is still going on",
+    )
+
+
+def test_read_log_refuses_a_newer_format_and_an_unknown_id(store: SessionStore) -> None:
+    with store.create(CWD) as log:
+        one_turn(log, 1)
+    log.path.write_bytes(log.path.read_bytes().replace(b'"version":1', b'"version":7', 1))
+    with pytest.raises(SessionLogError, match="format version 7, written by a newer dsh"):
+        read_log(log.path)
+    with pytest.raises(SessionLogError, match="no session 'nope'"):
+        store.read("nope")
+    assert store.find(log.id) == log.path
+
+
+def test_summaries_find_a_turn_line_that_straddles_two_reads(tmp_path: Path) -> None:
+    # The tail is searched backwards in chunks, the first 64 KiB from the end: put the start
+    # of the last turn line on each side of that boundary, and across it.
+    def build(padding: int) -> tuple[SessionStore, int]:
+        store = SessionStore(tmp_path / f"home-{padding}")
+        with store.create(CWD) as log:
+            one_turn(log, 1)
+            log.append(TurnStart(2, "m"))
+            log.append(UserText(2, "q" * padding))
+        data = log.path.read_bytes()
+        return store, len(data) - data.rindex(b'\n{"type":"turn/start"')
+
+    _, tail = build(1000)
+    for shift in range(-2, len(b'\n{"type":"turn/') + 2):
+        store, distance = build(1000 + (1 << 16) - tail + shift)
+        assert distance == (1 << 16) + shift
+        (summary,) = store.summaries(CWD)
+        assert (summary.turns, summary.open, summary.damage) == (2, True, None), shift
+
+
+def test_summaries_find_a_first_message_that_straddles_two_reads(tmp_path: Path) -> None:
+    # The head is read in growing chunks from 16 KiB: put the first user line (behind a long
+    # system prompt) on each side of that boundary, and across it.
+    def build(padding: int) -> tuple[SessionStore, int]:
+        store = SessionStore(tmp_path / f"home-{padding}")
+        with store.create(CWD) as log:
+            log.append(SystemPrompt("p" * padding))
+            one_turn(log, 1)
+        return store, log.path.read_bytes().index(b'\n{"type":"user/message"')
+
+    _, at = build(1000)
+    for shift in range(-len(b'\n{"type":"user/message",') - 1, 2):
+        store, newline = build(1000 + (1 << 14) - at + shift)
+        assert newline == (1 << 14) + shift
+        (summary,) = store.summaries(CWD)
+        assert (summary.first_user, summary.damage) == ("question 1", None), shift

@@ -164,13 +164,15 @@ def three_turns(env: dict[str, str]) -> Path:
 def test_bad_json_inside_a_finished_turn_is_refused(env: dict[str, str]) -> None:
     log = three_turns(env)
     lines = log.read_bytes().splitlines(keepends=True)
-    lines[3] = b'{"type":"assistant/message","seq":2,"data":{"turn":1,"text":"You said\n'
+    answer = next(i for i, line in enumerate(lines) if b'"assistant/message"' in line)
+    end = next(i for i, line in enumerate(lines) if b'"turn/end"' in line)
+    lines[answer] = b'{"type":"assistant/message","seq":2,"data":{"turn":1,"text":"You said\n'
     log.write_bytes(b"".join(lines))
     before = log.read_bytes()
     run = run_dsh(env, "--continue", stdin=b"four\n")
     assert run.stderr == (
-        f"dsh: startup failed: session log {log} is damaged at line 4: not JSON; it comes "
-        "before the complete turn/end on line 6, so dsh will not repair it\n"
+        f"dsh: startup failed: session log {log} is damaged at line {answer + 1}: not JSON; it "
+        f"comes before the complete turn/end on line {end + 1}, so dsh will not repair it\n"
     )
     assert (run.returncode, run.stdout) == (2, "")
     assert log.read_bytes() == before

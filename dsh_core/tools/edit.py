@@ -1,0 +1,379 @@
+"""The ``write`` and ``edit`` tools: whole files and exact replacements, atomically.
+
+Both change only a file read in this session and unchanged on disk since (checked when the call
+is prepared, and again just before the new file takes the old one's place), so a change made
+meanwhile by the person or another program is never overwritten unseen. A new file needs no
+read; ``write`` creates missing parent directories.
+
+The new content goes to a temporary file in the same directory, is fsynced, and renamed over
+the old name (``os.replace``), then the directory is fsynced: a crash leaves the old file or the
+new one, never half of one. The old file's permission bits (and owner, where allowed) are kept;
+a new file gets ``0o666`` less the umask. A hard-linked file becomes a new file: its other
+names keep the old content. A write through a symlink changes the file it points to.
+
+The approval question shows a unified diff (:attr:`Invocation.preview`, from :mod:`.diff`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Mapping
+from typing import Any
+
+from ..llm import ToolSpec
+from .base import Access, Invocation, ToolError, ToolOutput, count_lines
+from .diff import unified_diff
+from .paths import (
+    Target,
+    bool_argument,
+    check_arguments,
+    counted,
+    display_path,
+    resolve_path,
+    string_argument,
+)
+from .read import check_regular, check_unchanged, format_size, open_regular
+from .workspace import Fingerprint, Workspace
+
+__all__ = [
+    "MAX_EDIT_BYTES",
+    "EditTool",
+    "WriteTool",
+    "write_atomically",
+]
+
+MAX_EDIT_BYTES = 16 * 1024 * 1024
+"""The largest file ``edit`` changes (it holds the file in memory, twice)."""
+
+
+class WriteTool:
+    """``write {file_path, content}``."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            "write",
+            "Create a file, or replace a file's whole content, atomically; an existing file "
+            "keeps its permissions. An existing file must have been read with `read` in this "
+            "session and be unchanged on disk since. Missing parent directories are created. "
+            "Content is written as UTF-8, exactly as given. To change part of a file, use "
+            "`edit`.",
+            {
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "The file to write."},
+                    "content": {"type": "string", "description": "The whole new content."},
+                },
+                "required": ["file_path", "content"],
+                "additionalProperties": False,
+            },
+        )
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        return _describe_path(self.workspace, arguments)
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        check_arguments("write", arguments, ("file_path", "content"))
+        target = resolve_path(self.workspace.root, arguments, "file_path")
+        content = string_argument(arguments, "content", empty=True)
+        assert content is not None
+        data = _encode(content, "content")
+        before = _existing(target, "write")
+        old: str | None = None
+        if before is not None:
+            check_unchanged(self.workspace, target, before, "write")
+            if before.st_size <= MAX_EDIT_BYTES:
+                old_data, before = _read_whole(self.workspace, target, "write")
+                old = old_data.decode("utf-8", "replace")
+        expect = None if before is None else Fingerprint.of(before)
+        lines = count_lines(content)
+
+        async def run() -> ToolOutput:
+            created = write_atomically(self.workspace, target, data, expect=expect)
+            made = "".join(f"created directory {d}/, " for d in created)
+            if expect is None:
+                return ToolOutput(f"{made}created {target.shown} ({counted(lines, 'line')})")
+            return ToolOutput(f"{made}wrote {counted(lines, 'line')} to {target.shown}")
+
+        if before is not None and old is None:
+            preview = (
+                f"(the file is {format_size(before.st_size)}: no diff shown; the new content "
+                f"has {counted(lines, 'line')}, {format_size(len(data))})"
+            )
+        else:
+            preview = unified_diff(target.shown, old, content)
+        summary = target.summary if before is not None else f"{target.summary} (new file)"
+        return Invocation(Access("write", target.outside), summary, run, preview)
+
+
+class EditTool:
+    """``edit {file_path, old_string, new_string, replace_all?}``."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            "edit",
+            "Replace an exact string in a file. `old_string` must occur exactly once in the "
+            "file (copy it exactly, whitespace and indentation included, and add surrounding "
+            "lines to make it unique) unless `replace_all` is true, which replaces every "
+            "occurrence. The file must have been read with `read` in this session and be "
+            "unchanged on disk since. The change is written atomically and keeps the file's "
+            f"permissions. Files over {format_size(MAX_EDIT_BYTES)} are refused.",
+            {
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "The file to change."},
+                    "old_string": {"type": "string", "description": "The exact text to replace."},
+                    "new_string": {"type": "string", "description": "The text to put instead."},
+                    "replace_all": {
+                        "type": "boolean",
+                        "description": "Replace every occurrence (default false).",
+                    },
+                },
+                "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": False,
+            },
+        )
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        shown = _describe_path(self.workspace, arguments)
+        return f"{shown} (every occurrence)" if arguments.get("replace_all") is True else shown
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        check_arguments("edit", arguments, ("file_path", "old_string", "new_string", "replace_all"))
+        target = resolve_path(self.workspace.root, arguments, "file_path")
+        old_string = string_argument(arguments, "old_string")
+        new_string = string_argument(arguments, "new_string", empty=True)
+        assert old_string is not None and new_string is not None
+        replace_all = bool_argument(arguments, "replace_all", False)
+        if old_string == new_string:
+            raise ToolError("invalid arguments: old_string and new_string are the same")
+        _encode(old_string, "old_string")
+        _encode(new_string, "new_string")
+        before = _existing(target, "edit")
+        if before is None:
+            raise ToolError(f"cannot edit {target.shown}: it does not exist (write creates files)")
+        check_unchanged(self.workspace, target, before, "edit")
+        if before.st_size > MAX_EDIT_BYTES:
+            raise ToolError(
+                f"cannot edit {target.shown}: it is {format_size(before.st_size)}, over the "
+                f"{format_size(MAX_EDIT_BYTES)} edit limit"
+            )
+        data, before = _read_whole(self.workspace, target, "edit")
+        # surrogateescape: bytes that are not UTF-8 pass through unchanged.
+        text = data.decode("utf-8", "surrogateescape")
+        old_string, new_string, count = _find(target, text, old_string, new_string, replace_all)
+        line = text.count("\n", 0, text.index(old_string)) + 1
+        new_text = text.replace(old_string, new_string, -1 if replace_all else 1)
+        new_data = new_text.encode("utf-8", "surrogateescape")
+        expect = Fingerprint.of(before)
+
+        async def run() -> ToolOutput:
+            write_atomically(self.workspace, target, new_data, expect=expect)
+            what = "1 occurrence" if count == 1 else f"{count:,} occurrences"
+            where = f"line {line}" if count == 1 else f"first at line {line}"
+            return ToolOutput(f"replaced {what} in {target.shown} ({where})")
+
+        preview = unified_diff(
+            target.shown, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
+        )
+        summary = f"{target.summary} (every occurrence)" if replace_all else target.summary
+        return Invocation(Access("write", target.outside), summary, run, preview)
+
+
+def _find(target: Target, text: str, old: str, new: str, replace_all: bool) -> tuple[str, str, int]:
+    """The strings to replace with, and how often ``old`` occurs; ToolError unless it fits."""
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r" not in old:
+        # A CRLF file: read shows its lines without the CR, so the model's text has none.
+        crlf_old, crlf_new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        if text.count(crlf_old):
+            return _find(target, text, crlf_old, crlf_new, replace_all)
+    if count == 0:
+        raise ToolError(
+            f"cannot edit {target.shown}: old_string was not found in it; read the file again "
+            "and copy the text exactly, whitespace and indentation included"
+        )
+    if count > 1 and not replace_all:
+        lines, start = [], 0
+        for _ in range(min(count, 10)):
+            start = text.index(old, start)
+            lines.append(str(text.count("\n", 0, start) + 1))
+            start += len(old)
+        more = ", ..." if count > 10 else ""
+        raise ToolError(
+            f"cannot edit {target.shown}: old_string occurs {count:,} times (at lines "
+            f"{', '.join(lines)}{more}); add surrounding lines to make it unique, or set "
+            "replace_all to replace every occurrence"
+        )
+    return old, new, count
+
+
+def _describe_path(workspace: Workspace, arguments: Mapping[str, Any]) -> str:
+    path = arguments.get("file_path")
+    if not isinstance(path, str) or not path:
+        raise ToolError("invalid arguments: file_path must be a non-empty string")
+    return display_path(workspace.root, path)
+
+
+def _encode(text: str, name: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) in the JSON string
+        raise ToolError(f"invalid arguments: {name} is not valid Unicode text") from exc
+
+
+def _existing(target: Target, verb: str) -> os.stat_result | None:
+    """The status of the regular file at ``target``; None when nothing is there."""
+    try:
+        status = os.stat(target.real)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ToolError(f"cannot {verb} {target.shown}") from exc
+    check_regular(target, status, verb)
+    return status
+
+
+def _read_whole(workspace: Workspace, target: Target, verb: str) -> tuple[bytes, os.stat_result]:
+    """The file's bytes, checked against the read tracker on the open descriptor."""
+    fd, status = open_regular(target, verb)
+    with open(fd, "rb") as file:
+        check_unchanged(workspace, target, status, verb)
+        try:
+            return file.read(MAX_EDIT_BYTES + 1), status
+        except OSError as exc:
+            raise ToolError(f"cannot {verb} {target.shown}") from exc
+
+
+def write_atomically(
+    workspace: Workspace, target: Target, data: bytes, *, expect: Fingerprint | None
+) -> list[str]:
+    """Put ``data`` at ``target`` in one step; the directories created for it, as shown.
+
+    ``expect`` is the fingerprint the file must still have (None: no file may be there yet),
+    checked just before the rename. The session's read tracker gets the new fingerprint, so a
+    second change needs no new read.
+    """
+    path = target.real
+    directory, name = os.path.split(path)
+    try:
+        created = _make_directories(directory)
+        mode, owner = _check_still(target, expect)
+        temporary = os.path.join(directory, f".{name[:40]}.{os.urandom(4).hex()}.dsh-tmp")
+        fd = os.open(
+            temporary,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+            0o600 if mode is not None else 0o666,  # a new file: 0o666 less the umask
+        )
+    except OSError as exc:
+        raise ToolError(f"cannot write {target.shown}") from exc
+    try:
+        try:
+            with open(fd, "wb", closefd=True) as file:
+                file.write(data)
+                file.flush()
+                if mode is not None:
+                    os.fchmod(fd, mode)
+                if owner is not None:
+                    with contextlib.suppress(PermissionError):  # only root may give a file away
+                        os.fchown(fd, *owner)
+                os.fsync(fd)
+            _check_still(target, expect)
+            _put(temporary, path, target, replace=expect is not None)
+            for changed in {directory, *(os.path.dirname(d) for d in created)}:
+                _fsync_directory(changed)
+            status = os.stat(path)
+        except OSError as exc:
+            raise ToolError(f"cannot write {target.shown}") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    workspace.read_files.record(path, Fingerprint.of(status))
+    return [display_path(workspace.root, d) for d in created]
+
+
+def _make_directories(directory: str) -> list[str]:
+    """Create the missing directories down to ``directory``; the ones created, top first."""
+    missing: list[str] = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    for path in reversed(missing):
+        os.mkdir(path)  # 0o777 less the umask, as mkdir(1)
+    return list(reversed(missing))
+
+
+def _check_still(
+    target: Target, expect: Fingerprint | None
+) -> tuple[int | None, tuple[int, int] | None]:
+    """ToolError unless the file is as ``expect`` says; its permission bits and owner."""
+    try:
+        status = os.stat(target.real)
+    except FileNotFoundError:
+        if expect is None:
+            return None, None
+        raise ToolError(
+            f"cannot write {target.shown}: it was deleted since it was read; read it again"
+        ) from None
+    if expect is None:
+        raise ToolError(
+            f"cannot write {target.shown}: a file appeared there since this call was made; "
+            "read it first"
+        )
+    change = expect.change(Fingerprint.of(status))
+    if change:
+        raise ToolError(
+            f"cannot write {target.shown}: it changed on disk since it was read ({change}); "
+            "read it again first"
+        )
+    owner = (status.st_uid, status.st_gid)
+    return stat.S_IMODE(status.st_mode), None if owner == (os.getuid(), os.getgid()) else owner
+
+
+def _put(temporary: str, path: str, target: Target, *, replace: bool) -> None:
+    if replace:
+        os.replace(temporary, path)
+        return
+    # A new file must not clobber one that appeared meanwhile: link() fails if the name exists.
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise ToolError(
+            f"cannot write {target.shown}: a file appeared there since this call was made; "
+            "read it first"
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if os.path.lexists(path):  # a file system without hard links: check, then rename
+            raise ToolError(
+                f"cannot write {target.shown}: a file appeared there since this call was made"
+            ) from None
+        os.replace(temporary, path)
+        return
+    os.unlink(temporary)
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # file systems that cannot
+            raise
+    finally:
+        os.close(fd)

@@ -1,0 +1,358 @@
+"""The ``read`` tool: a text file as numbered lines, a bounded piece per call.
+
+    [tool read] src/app.py
+         1	import os
+         2	...
+    [read stopped at line 2,000 of 5,123 (2,000-line limit); read on with offset=2001]
+
+What counts as text: no NUL byte in the first 8 KiB, and those 8 KiB valid UTF-8 (git's and
+grep's NUL rule, plus the encoding every model edit assumes). A later byte that is not UTF-8 is
+shown as U+FFFD, with a note. A file is streamed: a 2 GB file costs what the lines shown cost.
+Only regular files are opened, and never in a way that can block (a FIFO or a device is refused
+from its type, and the open is ``O_NONBLOCK`` in case it was swapped in between).
+
+Also here, for ``write`` and ``edit``: :func:`open_regular` and :func:`check_unchanged`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import stat
+from collections.abc import Mapping
+from typing import IO, Any
+
+from ..llm import ToolSpec
+from .base import Access, Invocation, ToolError, ToolOutput
+from .paths import Target, check_arguments, counted, display_path, int_argument, resolve_path
+from .workspace import Fingerprint, Workspace
+
+__all__ = [
+    "MAX_LINES",
+    "MAX_LINE_CHARS",
+    "MAX_OUTPUT_BYTES",
+    "SNIFF_BYTES",
+    "ReadTool",
+    "check_regular",
+    "check_unchanged",
+    "format_size",
+    "open_regular",
+]
+
+MAX_LINES = 2000
+"""Lines per call, also the largest ``limit``."""
+MAX_OUTPUT_BYTES = 50 * 1024
+"""UTF-8 bytes of numbered lines per call."""
+MAX_LINE_CHARS = 2000
+"""Characters of one line shown; the rest is cut with a marker."""
+SNIFF_BYTES = 8192
+"""How much of a file's start decides whether it is text (``grep`` skips by the same rule)."""
+LONG_LINE_BYTES = 1024 * 1024
+"""How far a cut line is read to find its end; beyond this, reading stops in that line (a 2 GB
+file without a line break must not be read to its end to show 2,000 characters)."""
+COUNT_REST_BYTES = 8 * 1024 * 1024
+"""When reading stops, lines left are counted if this much or less is left (a fast scan)."""
+
+_BLOCK = 64 * 1024
+_LINE_BYTES = MAX_LINE_CHARS * 4 + 4
+"""Bytes read of one line: enough for MAX_LINE_CHARS characters of any UTF-8 width."""
+
+
+def open_regular(target: Target, verb: str) -> tuple[int, os.stat_result]:
+    """A descriptor open for reading on a regular file, and its status; ToolError otherwise.
+
+    The type is checked before opening (a FIFO's open would wait for a writer) and again on the
+    descriptor, since the name may have been swapped in between.
+    """
+    try:
+        status = os.stat(target.real)
+    except OSError as exc:
+        raise ToolError(f"cannot {verb} {target.shown}") from exc
+    check_regular(target, status, verb)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        fd = os.open(target.real, flags)
+    except OSError as exc:
+        raise ToolError(f"cannot {verb} {target.shown}") from exc
+    try:
+        status = os.fstat(fd)
+        check_regular(target, status, verb)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, status
+
+
+def check_regular(target: Target, status: os.stat_result, verb: str) -> None:
+    """ToolError unless ``status`` is a regular file's, saying what it is instead."""
+    mode = status.st_mode
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        what = "it is a directory (glob lists the files in it)"
+    elif stat.S_ISFIFO(mode):
+        what = "it is a named pipe (FIFO), not a regular file"
+    elif stat.S_ISSOCK(mode):
+        what = "it is a socket, not a regular file"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        what = "it is a device, not a regular file"
+    else:
+        what = "it is not a regular file"
+    raise ToolError(f"cannot {verb} {target.shown}: {what}")
+
+
+def check_unchanged(workspace: Workspace, target: Target, now: os.stat_result, verb: str) -> None:
+    """ToolError unless ``target`` was read in this session and is as it was then."""
+    then = workspace.read_files.fingerprint(target.real)
+    if then is None:
+        raise ToolError(
+            f"cannot {verb} {target.shown}: it was not read in this session; "
+            f"read it first (any part), then {verb} it"
+        )
+    change = then.change(Fingerprint.of(now))
+    if change:
+        raise ToolError(
+            f"cannot {verb} {target.shown}: it changed on disk since it was read ({change}); "
+            "read it again first"
+        )
+
+
+class ReadTool:
+    """``read {file_path, offset?, limit?}``."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            "read",
+            "Read a text file. Returns numbered lines (line number, tab, text, like cat -n) "
+            "from line `offset` (1-based, default 1), at most `limit` lines (default and "
+            f"maximum {MAX_LINES}) and 50 KiB per call; when cut, a last line in brackets says "
+            f"the offset to read on from. Lines longer than {MAX_LINE_CHARS} characters are "
+            "cut. Binary files (a NUL byte or bytes that are not UTF-8 in the first 8 KiB), "
+            "directories and special files are refused. Paths are relative to the working "
+            "directory. Reading a file is required before `write` or `edit` change it.",
+            {
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "The file to read."},
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "The first line to show (1-based).",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LINES,
+                        "description": f"How many lines to show (at most {MAX_LINES}).",
+                    },
+                },
+                "required": ["file_path"],
+                "additionalProperties": False,
+            },
+        )
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        path = arguments.get("file_path")
+        if not isinstance(path, str) or not path:
+            raise ToolError("invalid arguments: file_path must be a non-empty string")
+        shown = display_path(self.workspace.root, path)
+        offset = arguments.get("offset")
+        if isinstance(offset, int) and not isinstance(offset, bool) and offset > 1:
+            return f"{shown} from line {offset}"
+        return shown
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        check_arguments("read", arguments, ("file_path", "offset", "limit"))
+        target = resolve_path(self.workspace.root, arguments, "file_path")
+        # offset 0 is read as 1: models often count from 0, and nothing is lost by it.
+        offset = max(1, int_argument(arguments, "offset", 1, minimum=0))
+        limit = int_argument(arguments, "limit", MAX_LINES, minimum=1)
+
+        async def run() -> ToolOutput:
+            # Synchronous on purpose: bounded work (a few hundred KiB at most), and nothing to
+            # leave half done if the turn is cancelled.
+            return ToolOutput(read_text(self.workspace, target, offset, limit))
+
+        summary = target.summary if offset == 1 else f"{target.summary} from line {offset}"
+        return Invocation(Access("read", target.outside), summary, run)
+
+
+def read_text(workspace: Workspace, target: Target, offset: int, limit: int) -> str:
+    """What ``read`` answers; records the file in the session's read tracker."""
+    fd, status = open_regular(target, "read")
+    with open(fd, "rb", buffering=_BLOCK) as file:
+        try:
+            _check_text(target, os.pread(fd, SNIFF_BYTES, 0))
+            text = _numbered(target, file, status, offset, limit)
+        except OSError as exc:
+            raise ToolError(f"cannot read {target.shown}") from exc
+    workspace.read_files.record(target.real, Fingerprint.of(status))
+    return text
+
+
+def _check_text(target: Target, head: bytes) -> None:
+    nul = head.find(b"\0")
+    if nul >= 0:
+        raise ToolError(
+            f"cannot read {target.shown}: it is a binary file (a NUL byte at offset {nul})"
+        )
+    try:
+        # final=False: a character cut by the 8 KiB boundary is not an error.
+        _decoder().decode(head, final=len(head) < SNIFF_BYTES)
+        return
+    except UnicodeDecodeError as exc:
+        at = exc.start
+    # Raised out here: the codec's own message would only repeat this one in the chain.
+    raise ToolError(
+        f"cannot read {target.shown}: it is not UTF-8 text (byte 0x{head[at]:02x} at offset "
+        f"{at}); it may be binary, or text in another encoding"
+    )
+
+
+def _numbered(
+    target: Target, file: IO[bytes], status: os.stat_result, offset: int, limit: int
+) -> str:
+    passed = _skip_lines(file, offset - 1)
+    if passed == 0 and offset > 1:  # not one byte to pass
+        return f"[{target.shown} is empty]"
+    shown: list[str] = []
+    size = 0
+    replaced = False
+    number = offset
+    stopped_by = ""
+    end_of_shown = file.tell()
+    while passed == offset - 1:
+        raw = file.readline(_LINE_BYTES)
+        if not raw:
+            break
+        if len(shown) == min(limit, MAX_LINES):
+            stopped_by = f"limit={limit}" if limit < MAX_LINES else f"{MAX_LINES:,}-line limit"
+            break
+        line, line_size, bad, endless = _line(file, raw)
+        replaced = replaced or bad
+        size += line_size
+        if size > MAX_OUTPUT_BYTES:
+            stopped_by = "50 KiB output limit"
+            break
+        shown.append(f"{number:>6}\t{line}")
+        if endless:
+            rest = format_size(status.st_size - file.tell())
+            shown.append(
+                f"[read stopped inside line {number:,}: no line break in its first "
+                f"{format_size(LONG_LINE_BYTES)}, and {rest} more follow; this is no file to "
+                "read by lines: grep finds text in it]"
+            )
+            break
+        number += 1
+        end_of_shown = file.tell()
+    if not shown:
+        if offset == 1:
+            return f"[{target.shown} is empty]"
+        raise ToolError(
+            f"cannot read {target.shown} from line {offset}: it has only {counted(passed, 'line')}"
+        )
+    if stopped_by:
+        shown.append(_read_on(file, status, number - 1, end_of_shown, stopped_by))
+    if replaced:
+        shown.append("[some bytes in these lines are not valid UTF-8; they are shown as \ufffd]")
+    return "\n".join(shown)
+
+
+def _skip_lines(file: IO[bytes], count: int) -> int:
+    """Move past ``count`` lines without holding them; how many lines were passed (fewer when
+    the file ends first, a last line without a newline included)."""
+    passed = 0
+    open_line = False  # bytes after the last newline passed: a line without its newline yet
+    while passed < count:
+        block = file.read(_BLOCK)
+        if not block:
+            return passed + open_line
+        newlines = block.count(b"\n")
+        if passed + newlines < count:
+            passed += newlines
+            open_line = not block.endswith(b"\n")
+            continue
+        position = -1
+        for _ in range(count - passed):
+            position = block.index(b"\n", position + 1)
+        file.seek(position + 1 - len(block), os.SEEK_CUR)
+        return count
+    return passed
+
+
+def _line(file: IO[bytes], raw: bytes) -> tuple[str, int, bool, bool]:
+    """A line as shown; what it adds to the output (number, tab, text, newline: UTF-8 bytes,
+    about); whether bytes in it were not UTF-8; whether it has no end in sight (see
+    :data:`LONG_LINE_BYTES`). Reads past a long line."""
+    if len(raw) <= MAX_LINE_CHARS and raw.endswith(b"\n"):
+        try:  # the common line: short, whole, UTF-8
+            return raw[:-1].decode("utf-8").removesuffix("\r"), len(raw) + 7, False, False
+        except UnicodeDecodeError:
+            pass
+    length = len(raw)
+    cut = len(raw) == _LINE_BYTES and not raw.endswith(b"\n")
+    endless = False
+    while cut:
+        if length >= LONG_LINE_BYTES:
+            endless = True
+            break
+        more = file.readline(min(_BLOCK, LONG_LINE_BYTES - length))
+        length += len(more)
+        if not more or more.endswith(b"\n"):
+            break
+    try:
+        # A cut line may end inside a character: final=False leaves it out.
+        text = _decoder().decode(raw, final=not cut)
+        bad = False
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+        bad = True
+    text = text.removesuffix("\n").removesuffix("\r")
+    if endless:
+        text = f"{text[:MAX_LINE_CHARS]} … [line cut: no line break in {length:,} bytes]"
+    elif cut or len(text) > MAX_LINE_CHARS:
+        text = f"{text[:MAX_LINE_CHARS]} … [line cut: {length:,} bytes in all]"
+    return text, len(text.encode("utf-8", "replace")) + 8, bad, endless
+
+
+def _decoder() -> codecs.IncrementalDecoder:
+    return codecs.getincrementaldecoder("utf-8")()
+
+
+def _read_on(
+    file: IO[bytes], status: os.stat_result, last: int, end_of_shown: int, stopped_by: str
+) -> str:
+    """The marker that ends a cut read: where it stopped, why, and the offset to go on from."""
+    rest = status.st_size - end_of_shown
+    if rest <= COUNT_REST_BYTES:
+        file.seek(end_of_shown)
+        where = f"line {last:,} of {last + _count_lines(file):,}"
+    else:
+        where = f"line {last:,} ({format_size(rest)} more follow)"
+    return f"[read stopped at {where} ({stopped_by}); read on with offset={last + 1}]"
+
+
+def _count_lines(file: IO[bytes]) -> int:
+    lines = 0
+    block = b""
+    while chunk := file.read(_BLOCK):
+        lines += chunk.count(b"\n")
+        block = chunk
+    return lines + (1 if block and not block.endswith(b"\n") else 0)
+
+
+def format_size(size: int) -> str:
+    """``812 bytes``, ``50.0 KiB``, ``1.9 GiB``."""
+    if size < 1024:
+        return f"{size:,} bytes"
+    units = ("KiB", "MiB", "GiB", "TiB")
+    value = size / 1024
+    index = 0
+    while value >= 1024 and index < len(units) - 1:
+        value /= 1024
+        index += 1
+    return f"{value:.1f} {units[index]}"

@@ -1,0 +1,442 @@
+"""The ``glob`` and ``grep`` tools: file names and file contents, over one walk (:mod:`.walk`).
+
+Both skip ``.git`` and what ``.gitignore`` files ignore, never follow a directory symlink, and
+say in their result what they could not read. ``glob`` lists files newest first; ``grep`` shows
+``path:line:text`` in walk order (name order, a directory's files before its subdirectories).
+Both run in a worker thread (the event loop stays free for Ctrl-C), told to stop when the call
+is cancelled.
+
+``grep`` is fast where Python can be: one ``re`` search over a file's whole text, line numbers
+counted only around matches, and a file that cannot hold the pattern's literal start (see
+:func:`literal_prefix`) is not even decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import os
+import re
+import stat
+import threading
+import warnings
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from ..llm import ToolSpec
+from .base import Access, Invocation, ToolError, ToolOutput
+from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
+from .read import SNIFF_BYTES
+from .walk import Walk, glob_regex, rules_above, split_pattern
+from .workspace import Workspace
+
+__all__ = [
+    "MAX_GLOB_PATHS",
+    "MAX_GREP_LINE_CHARS",
+    "MAX_GREP_MATCHES",
+    "GlobTool",
+    "GrepTool",
+    "literal_prefix",
+]
+
+MAX_GLOB_PATHS = 100
+MAX_GREP_MATCHES = 250
+MAX_GREP_LINE_CHARS = 400
+"""Characters of a matching line shown; a longer line is shown around its match."""
+_CHUNK = 8 * 1024 * 1024
+"""Files are searched in pieces of about this size (cut at line ends): bounded memory."""
+
+
+class GlobTool:
+    """``glob {pattern, path?}``."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            "glob",
+            "Find files by name with a glob pattern, relative to `path` (default: the working "
+            "directory): `*` and `?` match within one directory level, `**` any number of "
+            "levels, `{a,b}` either, `[abc]` one of. `*.py` matches only at the top level; "
+            f"`**/*.py` at any depth. Returns matching files, newest first, at most "
+            f"{MAX_GLOB_PATHS}, then a line saying how many more matched. Skips .git and "
+            "whatever .gitignore files ignore; symlinked directories are not followed.",
+            {
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "The glob, e.g. src/**/*.py"},
+                    "path": {
+                        "type": "string",
+                        "description": "The directory to search (default: working directory).",
+                    },
+                },
+                "required": ["pattern"],
+                "additionalProperties": False,
+            },
+        )
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        pattern = arguments.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolError("invalid arguments: pattern must be a non-empty string")
+        path = arguments.get("path")
+        return f"{pattern} in {path}" if isinstance(path, str) and path else pattern
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        check_arguments("glob", arguments, ("pattern", "path"))
+        pattern = string_argument(arguments, "pattern")
+        given = string_argument(arguments, "path", required=False)
+        assert pattern is not None
+        base, rest = split_pattern(pattern)
+        if not rest:
+            raise ToolError(
+                f"invalid arguments: pattern {pattern!r} names no files; "
+                f"add a file pattern, e.g. {pattern.rstrip('/')}/**/*"
+            )
+        try:
+            fullmatch = glob_regex(rest).fullmatch
+        except re.error as exc:
+            raise ToolError(f"invalid arguments: pattern {pattern!r} is not a valid glob") from exc
+        where = os.path.join(given or "", base) if base else (given or ".")
+        target = resolve(self.workspace.root, where, "path")
+        depth = None if "**" in rest else rest.count("/")
+
+        def matches(relative: str, name: str) -> bool:
+            return fullmatch(relative) is not None
+
+        def work(stop: threading.Event) -> str:
+            walk, prefix, _ = _begin(self.workspace, target, stop, "glob in")
+            found: list[tuple[int, str]] = []
+            rules = rules_above(target.real, str(self.workspace.root))
+            # Unordered: the result is sorted by time, and sorting each directory costs a third.
+            wanted = walk.files(target.real, rules, depth, ordered=False, want=matches)
+            for relative, entry in wanted:
+                mtime = _mtime(walk, entry)
+                if mtime is not None:
+                    found.append((mtime, prefix + relative))
+            return _glob_result(found, pattern, target, walk)
+
+        summary = pattern if given is None else f"{pattern} in {given}"
+        if not target.inside:
+            summary += f" (outside the working directory: {target.real})"
+        return Invocation(Access("read", target.outside), summary, _runner(work))
+
+
+def _glob_result(found: list[tuple[int, str]], pattern: str, target: Target, walk: Walk) -> str:
+    if not found:
+        lines = [f"no files match {pattern} in {target.shown}"]
+        if "/" not in pattern and "**" not in pattern:
+            lines[0] += f" (* stays in one directory: **/{pattern} matches at any depth)"
+        return "\n".join(lines + walk.notes())
+    newest = heapq.nsmallest(MAX_GLOB_PATHS, found, key=lambda f: (-f[0], f[1]))
+    lines = [list_name(path) for _, path in newest]
+    if len(found) > len(newest):
+        lines.append(
+            f"[{len(newest)} of {len(found):,} matching files shown, newest first; narrow the "
+            "pattern or path for the rest]"
+        )
+    return "\n".join(lines + walk.notes())
+
+
+def _mtime(walk: Walk, entry: os.DirEntry[str]) -> int | None:
+    """When the file last changed; None for a symlink that leads to a directory or nowhere."""
+    try:
+        if entry.is_symlink():
+            if not walk.leads_inside(entry):  # listed by its name: nothing outside is looked at
+                return entry.stat(follow_symlinks=False).st_mtime_ns
+            status = entry.stat()
+            return status.st_mtime_ns if stat.S_ISREG(status.st_mode) else None
+        return entry.stat(follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return None
+
+
+class GrepTool:
+    """``grep {pattern, path?, glob?}``."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            "grep",
+            "Search file contents for a regular expression (Python `re` syntax; `(?i)` for "
+            "case-insensitive). Returns `path:line:text` lines, at most "
+            f"{MAX_GREP_MATCHES} matches, then a line saying the list was cut; long lines are "
+            f"shown as {MAX_GREP_LINE_CHARS} characters around the match. `path` is a "
+            "directory to search (default: the working directory) or one file; `glob` keeps "
+            "only files whose names match it (e.g. `*.py`; with a `/` it matches the path "
+            "below `path`, e.g. `src/**/*.ts`). Skips binary files, .git and whatever "
+            ".gitignore files ignore.",
+            {
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "The regular expression."},
+                    "path": {
+                        "type": "string",
+                        "description": "A directory or file (default: working directory).",
+                    },
+                    "glob": {"type": "string", "description": "Only files matching, e.g. *.py"},
+                },
+                "required": ["pattern"],
+                "additionalProperties": False,
+            },
+        )
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        pattern = arguments.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolError("invalid arguments: pattern must be a non-empty string")
+        text = f"/{pattern}/"
+        path = arguments.get("path")
+        if isinstance(path, str) and path:
+            text += f" in {path}"
+        files = arguments.get("glob")
+        if isinstance(files, str) and files:
+            text += f" ({files})"
+        return text
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        check_arguments("grep", arguments, ("pattern", "path", "glob"))
+        pattern = string_argument(arguments, "pattern")
+        files = string_argument(arguments, "glob", required=False)
+        assert pattern is not None
+        try:
+            with warnings.catch_warnings():  # "possible nested set": about a future Python
+                warnings.simplefilter("ignore", FutureWarning)
+                regex = re.compile(pattern, re.MULTILINE)
+        except re.error as exc:
+            raise ToolError("invalid arguments: pattern is not a valid regular expression") from exc
+        try:
+            name_filter = None if files is None else glob_regex(files).fullmatch
+        except re.error as exc:
+            raise ToolError(f"invalid arguments: glob {files!r} is not a valid glob") from exc
+        by_path = files is not None and "/" in files
+
+        def wanted(relative: str, name: str) -> bool:
+            return name_filter is None or name_filter(relative if by_path else name) is not None
+
+        needle = literal_prefix(pattern).encode("utf-8", "surrogatepass")
+        target = resolve_path(self.workspace.root, arguments, "path", default=".")
+
+        def work(stop: threading.Event) -> str:
+            walk, prefix, one_file = _begin(self.workspace, target, stop, "search", True)
+            found: list[str] = []
+            if one_file:  # named by the call: searched even if ignored
+                name = os.path.basename(target.real)
+                if wanted(name, name):
+                    _search(target.real, regex, needle, target.shown, found, walk)
+            else:
+                rules = rules_above(target.real, str(self.workspace.root))
+                choose = None if name_filter is None else wanted
+                for relative, entry in walk.files(target.real, rules, want=choose):
+                    if stop.is_set():  # cancelled: the answer is no longer awaited
+                        break
+                    if entry.is_symlink() and not walk.leads_inside(entry):
+                        walk.symlinks_out += 1
+                        continue
+                    if _search(entry.path, regex, needle, prefix + relative, found, walk):
+                        break
+            return _grep_result(found, pattern, target, walk)
+
+        summary = f"/{pattern}/ in {target.summary}" + (f" ({files})" if files else "")
+        return Invocation(Access("read", target.outside), summary, _runner(work))
+
+
+def _grep_result(found: list[str], pattern: str, target: Target, walk: Walk) -> str:
+    if not found:
+        return "\n".join([f"no matches for /{pattern}/ in {target.shown}", *walk.notes()])
+    lines = found[:MAX_GREP_MATCHES]
+    if len(found) > MAX_GREP_MATCHES:
+        lines.append(
+            f"[stopped at {MAX_GREP_MATCHES} matches; there are more: narrow the pattern, "
+            "path or glob]"
+        )
+    return "\n".join(lines + walk.notes())
+
+
+def _search(
+    path: str, regex: re.Pattern[str], needle: bytes, shown: str, found: list[str], walk: Walk
+) -> bool:
+    """Add ``path``'s matching lines to ``found``; True once it holds one more than the cap.
+
+    ``needle``: bytes every match starts with (b"" when unknown): a file without them is not
+    decoded and searched at all.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        walk.unreadable.append(shown)
+        return False
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return False
+        # Not read(_CHUNK) for a small file: that allocates (and frees) 8 MiB each time.
+        want = min(_CHUNK, status.st_size + 1)
+        data = os.read(fd, want)
+        if b"\0" in data[:SNIFF_BYTES]:
+            walk.binary += 1
+            return False
+        whole = len(data) == status.st_size
+        if whole and needle and needle not in data:
+            return False
+        name = ""
+        line = 1
+        for piece, last in _pieces(fd, data, whole=whole):
+            text = piece.decode("utf-8", "replace")
+            for number, shown_line in _matching_lines(regex, text, line):
+                name = name or list_name(shown)
+                found.append(f"{name}:{number}:{shown_line}")
+                if len(found) > MAX_GREP_MATCHES:
+                    return True
+            if not last:
+                line += text.count("\n")
+    except OSError:
+        walk.unreadable.append(shown)
+    finally:
+        os.close(fd)
+    return False
+
+
+def _pieces(fd: int, data: bytes, *, whole: bool) -> Iterator[tuple[bytes, bool]]:
+    """The file in pieces of about :data:`_CHUNK` bytes, each ending at a line end, starting
+    with ``data`` (read already; ``whole`` when it is all), each with whether it is the last."""
+    if whole:  # most files: one piece
+        yield data, True
+        return
+    carry = data
+    while True:
+        block = _read_fully(fd, _CHUNK)
+        if not block:
+            yield carry, True
+            return
+        data = carry + block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:  # one line longer than a piece: search it in parts
+            cut = len(data)
+        yield data[:cut], False
+        carry = data[cut:]
+
+
+def _read_fully(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes (os.read may return fewer before the end)."""
+    parts = []
+    while size > 0:
+        part = os.read(fd, size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def _matching_lines(regex: re.Pattern[str], text: str, first: int) -> Iterator[tuple[int, str]]:
+    """(line number, line as shown) for each line where a match starts.
+
+    One search runs over the whole text; lines are found (and counted) only around matches.
+    """
+    position = 0
+    counted = 0
+    number = first
+    end = len(text)
+    search = regex.search
+    while position <= end:
+        match = search(text, position)
+        if match is None:
+            return
+        start = match.start()
+        if start == end and (end == 0 or text[end - 1] == "\n"):
+            return  # an empty match after the last line: there is no line there
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        if line_end < 0:
+            line_end = end
+        number += text.count("\n", counted, line_start)
+        counted = line_start
+        yield number, _cut_line(text, line_start, line_end, start)
+        position = line_end + 1
+
+
+_ZERO_WIDTH_START = re.compile(r"(?:\^|\\A|\\b)*")
+
+
+def literal_prefix(pattern: str) -> str:
+    """Text every match of ``pattern`` starts with (after ``^``, ``\\A``, ``\\b``), or "".
+
+    Conservative: "" for any alternation or group at the start, and a literal followed by a
+    quantifier that may drop it (``*``, ``?``, ``{``) is not counted. Used only to skip files
+    that cannot match (a bytes ``in`` runs several times faster than ``re`` looking for a
+    start), so "" is always safe. U+FFFD is left out: decoding makes it from bad bytes.
+    """
+    if "|" in pattern or "\ufffd" in pattern:
+        return ""
+    start = _ZERO_WIDTH_START.match(pattern)
+    i = start.end() if start is not None else 0
+    literal: list[str] = []
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            following = pattern[i + 1 : i + 2]
+            if not following or following.isalnum():  # \d, \w, \1, \n, ...: not a literal
+                break
+            literal.append(following)
+            i += 2
+            continue
+        if char in "\\.^$*+?{}[]|()":
+            break
+        literal.append(char)
+        i += 1
+    if i < len(pattern) and pattern[i] in "*?{" and literal:
+        literal.pop()
+    return "".join(literal) if len(literal) >= 2 else ""
+
+
+def _cut_line(text: str, line_start: int, line_end: int, match_start: int) -> str:
+    line = text[line_start:line_end].removesuffix("\r")
+    if len(line) <= MAX_GREP_LINE_CHARS:
+        return line
+    at = match_start - line_start
+    begin = max(0, min(at - MAX_GREP_LINE_CHARS // 4, len(line) - MAX_GREP_LINE_CHARS))
+    piece = line[begin : begin + MAX_GREP_LINE_CHARS]
+    before = "… " if begin else ""
+    after = " …" if begin + MAX_GREP_LINE_CHARS < len(line) else ""
+    return f"{before}{piece}{after} [line cut: {len(line):,} characters]"
+
+
+def _begin(
+    workspace: Workspace, target: Target, stop: threading.Event, verb: str, files_too: bool = False
+) -> tuple[Walk, str, bool]:
+    """The walk for ``target``, the prefix of the paths it shows, and whether ``target`` is one
+    file (only when ``files_too``; else a file is a ToolError, as is anything not found)."""
+    root = str(workspace.root)
+    walk = Walk(stop, (root,) if target.inside else (root, target.real))
+    try:
+        status = os.stat(target.real)
+    except OSError as exc:
+        raise ToolError(f"cannot {verb} {target.shown}") from exc
+    if stat.S_ISREG(status.st_mode) and files_too:
+        return walk, "", True
+    if not stat.S_ISDIR(status.st_mode):
+        what = "a directory or a regular file" if files_too else "a directory"
+        raise ToolError(f"cannot {verb} {target.shown}: it is not {what}")
+    if target.inside:
+        relative = os.path.relpath(target.real, root)
+        return walk, ("" if relative == "." else relative + "/"), False
+    return walk, target.shown.rstrip("/") + "/", False
+
+
+def _runner(work: Callable[[threading.Event], str]) -> Callable[[], Awaitable[ToolOutput]]:
+    """``run`` for a walk: in a worker thread, told to stop when the call is cancelled."""
+
+    async def run() -> ToolOutput:
+        stop = threading.Event()
+        try:
+            return ToolOutput(await asyncio.to_thread(work, stop))
+        finally:
+            stop.set()
+
+    return run

@@ -1,0 +1,344 @@
+"""The walk ``glob`` and ``grep`` share, and the glob patterns they understand.
+
+The walk goes down from a directory and leaves out what a careful user expects a search to
+leave out:
+
+- ``.git``, and whatever ``.gitignore`` files ignore (matched by ``pathspec``'s gitignore
+  rules): a nested file rules its subtree and wins over the files above it, as in git. The
+  files from the repository's top (the nearest directory above holding ``.git``; without one,
+  the working directory) down to the search directory apply too, and so does
+  ``.git/info/exclude``. A search directory that is itself ignored was asked for by name: the
+  rules above it are dropped. Git's global excludes file is not read.
+- Symlinks to directories are not followed (no loops, no escapes). A symlink to a file is
+  yielded; :meth:`Walk.leads_inside` says whether it may be read through (only into the
+  working directory, or into the search directory when that is outside and was approved).
+- FIFOs, sockets and devices are never yielded, so never opened.
+
+Nothing is left out silently: :meth:`Walk.notes` counts what could not be read and the symlinks
+not followed, for the result. A walk stops between directories once its ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .paths import counted, is_within, list_name
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+__all__ = ["IgnoreRules", "Walk", "glob_regex", "rules_above", "split_pattern"]
+
+_MAGIC = frozenset("*?[{\\")
+"""Characters that make a glob part a pattern rather than a name."""
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreRules:
+    """One ``.gitignore`` file (or ``info/exclude``): its patterns, and where it applies."""
+
+    cut: int
+    """Characters to drop from an absolute path to get the path relative to its directory."""
+    spec: GitIgnoreSpec
+    any_match: Callable[[str], object] | None
+    """One search for "does any pattern match?": most paths match none, and checking each
+    pattern in turn (pathspec's way, needed to know which one wins) costs microseconds each."""
+
+    @classmethod
+    def of(cls, directory: str, spec: GitIgnoreSpec) -> IgnoreRules:
+        return cls(len(directory) + (0 if directory.endswith("/") else 1), spec, _any_match(spec))
+
+
+def _any_match(spec: GitIgnoreSpec) -> Callable[[str], object] | None:
+    """The patterns' own regexes as one alternation (names dropped: they would clash)."""
+    regexes = []
+    for pattern in spec.patterns:
+        if pattern.include is None:
+            continue  # a comment or a blank line
+        regex = getattr(pattern, "regex", None)
+        if not isinstance(regex, re.Pattern) or regex.flags != re.UNICODE:
+            return None
+        regexes.append(_NAMED_GROUP.sub("(?:", str(regex.pattern)))
+    try:
+        return re.compile("|".join(f"(?:{r})" for r in regexes)).search
+    except re.error:
+        return None
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+def _ignored(rules: tuple[IgnoreRules, ...], path: str, is_dir: bool) -> bool:
+    # The deepest file with an opinion decides; "!pattern" is an opinion too (include=False).
+    for rule in reversed(rules):
+        relative = path[rule.cut :] + "/" if is_dir else path[rule.cut :]
+        if rule.any_match is not None and rule.any_match(relative) is None:
+            continue
+        result = rule.spec.check_file(relative)
+        if result.include is not None:
+            return result.include
+    return False
+
+
+def _load_rules(
+    directory: str, name: str = ".gitignore", base: str | None = None
+) -> IgnoreRules | None:
+    """The rules in ``directory/name``, for paths below ``base`` (default: ``directory``).
+
+    None when there are none, or the file is not a regular file (git ignores a symlinked
+    .gitignore; a FIFO would block), or cannot be read: then nothing is ignored by it.
+    """
+    try:
+        fd = os.open(
+            os.path.join(directory, name),
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        )
+    except OSError:
+        return None
+    with open(fd, encoding="utf-8", errors="surrogateescape") as file:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            lines = file.read(1024 * 1024).splitlines()
+        except OSError:
+            return None
+    from pathspec import GitIgnoreSpec  # only a search needs it: about 7 ms at startup
+
+    spec = GitIgnoreSpec.from_lines(lines)
+    return IgnoreRules.of(base or directory, spec) if spec.patterns else None
+
+
+def rules_above(start: str, root: str) -> tuple[IgnoreRules, ...]:
+    """The ignore rules that apply to ``start`` from the directories above it."""
+    top = _git_top(start)
+    base = top or (root if is_within(start, root) else start)
+    chain: list[str] = []
+    directory = start
+    while directory != base and is_within(directory, base):
+        directory = os.path.dirname(directory)
+        chain.append(directory)
+    rules: list[IgnoreRules] = []
+    if top is not None:
+        # Its paths are relative to the repository's top.
+        exclude = _load_rules(os.path.join(top, ".git", "info"), "exclude", base=top)
+        if exclude is not None:
+            rules.append(exclude)
+    rules += [rule for d in reversed(chain) if (rule := _load_rules(d)) is not None]
+    if rules and _ignored(tuple(rules), start, True):
+        return ()
+    return tuple(rules)
+
+
+def _git_top(start: str) -> str | None:
+    directory = start
+    while True:
+        if os.path.lexists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+@dataclass
+class Walk:
+    """One walk: what it found and what it had to leave out."""
+
+    stop: threading.Event
+    allowed: tuple[str, ...]
+    """Where a symlink may lead for its file to be read: the working directory, and the search
+    directory when that is outside."""
+    unreadable: list[str] = field(default_factory=list)
+    """Directories that could not be listed, and files that could not be read."""
+    symlinks_out: int = 0
+    binary: int = 0
+
+    def files(
+        self,
+        start: str,
+        rules: tuple[IgnoreRules, ...],
+        depth: int | None = None,
+        *,
+        ordered: bool = True,
+        want: Callable[[str, str], object] | None = None,
+    ) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """(path relative to ``start``, entry) of each file not ignored; in name order (files
+        of a directory before its subdirectories) when ``ordered``.
+
+        ``want(relative, name)`` picks files before the ignore rules are asked (it is cheaper);
+        ``depth`` is how many levels below ``start`` to go (None: all).
+        """
+        pending: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = [(start, "", rules, 0)]
+        while pending:
+            if self.stop.is_set():
+                return
+            directory, relative, rules, level = pending.pop()
+            try:
+                with os.scandir(directory) as scan:
+                    entries = sorted(scan, key=_NAME) if ordered else list(scan)
+            except OSError:
+                self.unreadable.append(relative or ".")
+                continue
+            if any(e.name == ".gitignore" for e in entries):
+                rule = _load_rules(directory)
+                rules = (*rules, rule) if rule is not None else rules
+            below: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = []
+            for entry in entries:
+                name = entry.name
+                if name == ".git":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if (depth is None or level < depth) and not (
+                        rules and _ignored(rules, entry.path, True)
+                    ):
+                        below.append((entry.path, f"{relative}{name}/", rules, level + 1))
+                elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                    path = relative + name
+                    if want is not None and not want(path, name):
+                        continue
+                    if not (rules and _ignored(rules, entry.path, False)):
+                        yield path, entry
+            pending.extend(reversed(below))
+
+    def leads_inside(self, entry: os.DirEntry[str]) -> bool:
+        """Whether the file a symlink leads to may be read."""
+        real = os.path.realpath(entry.path)
+        return any(is_within(real, allowed) for allowed in self.allowed)
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.binary:
+            notes.append(counted(self.binary, "binary file"))
+        if self.symlinks_out:
+            notes.append(counted(self.symlinks_out, "symlink") + " leading outside")
+        if self.unreadable:
+            shown = ", ".join(list_name(d) for d in self.unreadable[:5])
+            more = ", ..." if len(self.unreadable) > 5 else ""
+            notes.append(f"{len(self.unreadable):,} unreadable: {shown}{more}")
+        return [f"[skipped: {'; '.join(notes)}]"] if notes else []
+
+
+_NAME = operator.attrgetter("name")
+
+
+def split_pattern(pattern: str) -> tuple[str, str]:
+    """``src/**/*.py`` -> (``src``, ``**/*.py``): the literal directories first, walked to."""
+    lead = "/" if pattern.startswith("/") else ""
+    parts = pattern[len(lead) :].split("/")
+    literal: list[str] = []
+    for part in parts[:-1]:
+        if _MAGIC.intersection(part):
+            break
+        literal.append(part)
+    base = lead + "/".join(literal)
+    return base, "/".join(parts[len(literal) :])
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex for ``fullmatch`` on ``/``-separated relative paths.
+
+    ``*`` and ``?`` stay within a directory level, ``**`` as a whole level matches any number
+    of levels, ``[...]`` (``[!...]`` negated) one character, ``{a,b}`` either, ``\\`` escapes.
+    Names starting with a dot match like any other.
+    """
+    return re.compile(_translate(pattern), re.DOTALL)
+
+
+def _translate(pattern: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "*":
+            j = i
+            while j < n and pattern[j] == "*":
+                j += 1
+            whole = (i == 0 or pattern[i - 1] == "/") and (j == n or pattern[j] == "/")
+            if j - i >= 2 and whole:
+                if j == n:
+                    out.append(".*")
+                else:
+                    out.append("(?:[^/]*/)*")
+                    j += 1
+            else:
+                out.append("[^/]*")
+            i = j
+        elif char == "?":
+            out.append("[^/]")
+            i += 1
+        elif char == "[" and (end := _class_end(pattern, i)) > 0:
+            body = pattern[i + 1 : end]
+            negate = body[:1] in ("!", "^")
+            body = re.sub(r"([\\&~|\[^])", r"\\\1", body[1:] if negate else body)
+            out.append(f"[^/{body}]" if negate else f"[{body}]")
+            i = end + 1
+        elif char == "{" and (end := _brace_end(pattern, i)) > 0:
+            choices = _split_choices(pattern[i + 1 : end])
+            out.append("(?:" + "|".join(_translate(c) for c in choices) + ")")
+            i = end + 1
+        elif char == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(char))
+            i += 1
+    return "".join(out)
+
+
+def _class_end(pattern: str, start: int) -> int:
+    j = start + 1
+    if j < len(pattern) and pattern[j] in "!^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    return pattern.find("]", j)
+
+
+def _brace_end(pattern: str, start: int) -> int:
+    """The index of the ``}`` closing the ``{`` at ``start``, if it has a comma; else -1."""
+    depth = 0
+    comma = False
+    i = start
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return i if comma else -1
+        elif char == "," and depth == 1:
+            comma = True
+        i += 1
+    return -1
+
+
+def _split_choices(body: str) -> list[str]:
+    choices: list[str] = []
+    depth = 0
+    current = ""
+    i = 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            current += body[i : i + 2]
+            i += 2
+            continue
+        if char == "," and depth == 0:
+            choices.append(current)
+            current = ""
+        else:
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            current += char
+        i += 1
+    return [*choices, current]
