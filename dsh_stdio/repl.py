@@ -19,11 +19,13 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from dsh_core.chain import error_chain
+from dsh_core.events import TurnStart
 
 from .approve import TerminalQuestion
 from .config import StartupError
 from .render import neutralise
 from .runtime import Runtime
+from .sessions import replay_events
 from .signals import Stopper
 from .status import EXIT_OK
 
@@ -127,6 +129,18 @@ class _Commands:
         self._out.flush()
 
 
+async def _show_resumed(runtime: Runtime, out: TextIO) -> None:
+    """Say which session this is, how many turns it holds, and its last exchange."""
+    log = runtime.conversation.log
+    starts = [i for i, event in enumerate(log.events) if isinstance(event.record, TurnStart)]
+    turns = len(starts)
+    out.write(f"dsh: resumed session {log.id} ({turns} turn{'' if turns == 1 else 's'})\n")
+    if starts:
+        out.write("dsh: the last exchange:\n")
+        describe = runtime.conversation.toolbox.describe
+        await replay_events(log.events[starts[-1] :], out, runtime.err, True, describe)
+
+
 async def run_repl(runtime: Runtime, out: TextIO) -> int:
     """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
     editor: PromptSession[str] = PromptSession(
@@ -155,6 +169,8 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
     stopper = Stopper(runtime.cancel_turn, signal.SIGTERM, signal.SIGHUP)
     out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
+    if runtime.resumed:
+        await _show_resumed(runtime, out)
     out.flush()
     try:
         while stopper.status is None:

@@ -50,6 +50,8 @@ class Runtime:
     """The view of the turn running now."""
     json_view: JsonView | None = None
     """With ``--json``: the one writer of stdout for the whole run."""
+    resumed: bool = False
+    """The session was loaded (``--continue``, ``--resume``), not created by this run."""
     log_failed: bool = False
     """A turn could not be written to the session log."""
     output_failed: bool = False
@@ -84,10 +86,12 @@ class Runtime:
             if report is not None and report.appended:
                 assert isinstance(view, JsonView)
                 view.replay(log.events[-report.appended :])
-        elif report is not None and report.interrupted_turn is not None:
+        elif report is not None and report.interrupted_turn is not None and not terminal:
             # This load found the last turn left open by a process that died, and closed it.
+            # (A terminal shows it as the outcome of the last exchange instead.)
             out.write(INTERRUPTED_LINE + "\n")
             out.flush()
+        runtime.resumed = report is not None
         return runtime
 
     def ask_on(self, asker: Asker) -> None:
