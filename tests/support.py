@@ -6,6 +6,9 @@ No pytest here: the bench scripts (``python bench/<name>.py``, with the reposito
 - :data:`DSH`, :func:`child_env`: start the real front door with the canary key, a base URL and
   a private home, and nothing of the developer's key, proxies or dsh settings.
 - :func:`proc_status`: what a running process holds, from ``/proc``.
+- :func:`wait_blocked_reading`, :func:`wait_raw_mode`: wait for a child to be where a signal or
+  a key must find it (blocked reading its input; at a prompt in raw mode), never for a time;
+  :func:`wait_until`: for any other condition that comes true asynchronously.
 - :func:`scan_log`, :func:`log_problems`: an independent reader of session logs (not
   ``dsh_core.session``: the checks do not trust the code they check).
 """
@@ -14,7 +17,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
+import termios
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +29,7 @@ from typing import Any
 __all__ = [
     "CANARY_KEY",
     "DSH",
+    "HANG_GUARD",
     "LogScan",
     "TurnRecord",
     "assert_no_canary",
@@ -29,6 +37,9 @@ __all__ = [
     "log_problems",
     "proc_status",
     "scan_log",
+    "wait_blocked_reading",
+    "wait_raw_mode",
+    "wait_until",
 ]
 
 CANARY_KEY = "sk-dsh-canary-0123456789abcdef"
@@ -84,6 +95,76 @@ def proc_status(pid: int) -> dict[str, int]:
     return fields
 
 
+# Waiting for a child to reach a state: observed in /proc or termios, never guessed from a sleep.
+
+HANG_GUARD = 30.0
+"""Seconds after which a wait for an event gives up: a bound for a hang, not a measure of speed."""
+
+_POLL = 0.01
+"""Seconds between two looks at a state: how soon a wait notices it, not a verdict."""
+
+_READ_SYSCALL = {"x86_64": 0, "aarch64": 63, "arm64": 63}
+"""read(2)'s number, as ``/proc/<pid>/task/<tid>/syscall`` shows it, per machine."""
+
+
+def wait_until(condition: Callable[[], bool], what: str, *, timeout: float = HANG_GUARD) -> None:
+    """Poll ``condition`` until it holds; fail, naming ``what``, after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout} s")
+        time.sleep(_POLL)
+
+
+def wait_blocked_reading(pid: int, fd: int = 0, *, timeout: float = HANG_GUARD) -> None:
+    """Wait until a thread of process ``pid`` is blocked in read(2) on descriptor ``fd``.
+
+    For a signal that must find dsh waiting for input: one sent after a fixed sleep lands
+    during start-up on a slow machine, before dsh's handlers are in place. Each thread's
+    ``/proc/<pid>/task/<tid>/syscall`` names the call it is blocked in, then its arguments.
+    """
+    number = _READ_SYSCALL.get(platform.machine())
+    if number is None:
+        raise AssertionError(f"read(2)'s system call number on {platform.machine()} is unknown")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+            with open(f"/proc/{pid}/stat") as stat:
+                state = stat.read().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            raise AssertionError(f"process {pid} is gone: it never waited for input") from None
+        if state in ("Z", "X"):
+            raise AssertionError(f"process {pid} exited before it waited for input")
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/syscall") as syscall:
+                    fields = syscall.read().split()
+            except OSError:
+                continue  # the thread ended meanwhile
+            # "running" while on a CPU; else the number, then the arguments in hex.
+            if len(fields) > 1 and fields[0] == str(number) and int(fields[1], 16) == fd:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} did not block reading fd {fd} in {timeout} s")
+        time.sleep(_POLL)
+
+
+def wait_raw_mode(fd: int, *, timeout: float = HANG_GUARD) -> None:
+    """Wait until the terminal of the pty master ``fd`` has left cooked mode (ICANON off).
+
+    prompt_toolkit shows its prompt (with ``TERM=dumb``) before it turns raw mode on, and
+    until then the line discipline takes the keys: a Ctrl-D or Ctrl-C sent that early is
+    swallowed or becomes a signal (FIELD-NOTES). On Linux the master reports the settings of
+    its slave. Pass ``child.child_fd`` of a pexpect child.
+    """
+    deadline = time.monotonic() + timeout
+    while termios.tcgetattr(fd)[3] & termios.ICANON:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the terminal was still in cooked mode after {timeout} s")
+        time.sleep(_POLL)
+
+
 # An independent reader of session logs.
 
 
@@ -123,8 +204,8 @@ def scan_log(path: Path) -> LogScan:
     """Read a log strictly, allowing only what a kill may leave: a torn last line, an open turn.
 
     Checked: the header (``session``, version 1), every line JSON, ``seq`` counting from 0
-    without gaps, turns numbered from 1 in order, none opened inside another, and every other
-    event inside the turn it names.
+    without gaps, the system prompt (if any) first, turns numbered from 1 in order, none opened
+    inside another, and every other event inside the turn it names.
     """
     scan = LogScan(path)
     data = path.read_bytes()
@@ -161,6 +242,10 @@ def scan_log(path: Path) -> LogScan:
                 scan.problems.append(f"{where}: turn {data.get('turn')} after {previous}")
             previous = scan.open_turn = data.get("turn")
             scan.turns[previous] = TurnRecord()
+            continue
+        if kind == "system/prompt":
+            if number != 2:
+                scan.problems.append(f"{where}: the system prompt is not the first event")
             continue
         if scan.open_turn is None or data.get("turn") != scan.open_turn:
             scan.problems.append(f"{where}: {kind} outside its turn")

@@ -59,7 +59,6 @@ from dsh_core.testing.stub_server import (
     LongStream,
     Malformed,
     RawStream,
-    SlowStream,
     Stall,
     StubServer,
     WrongContentType,
@@ -172,8 +171,9 @@ def assert_no_key(exc: BaseException) -> None:
 
 
 async def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` (bounded): the server side learns of a close asynchronously."""
-    for _ in range(500):
+    """Poll ``condition``: the server side learns of a close asynchronously. The bound (about
+    30 s) only stops a hang; it measures nothing."""
+    for _ in range(3000):
         if condition():
             return
         await asyncio.sleep(0.01)
@@ -336,11 +336,13 @@ def test_keep_alives_are_reported_then_the_answer(server: StubServer) -> None:
 
 
 def test_keep_alives_reset_the_idle_timer(server: StubServer) -> None:
-    server.enqueue(KeepAlives(12, 0.05, Answer("still here")))
-    outcome = stream(server.url, idle_timeout=0.5)  # 0.65 s in all, never 0.5 s silent
+    # 2.5 s of keep-alives in all, longer than the idle timeout: without the resets it would
+    # fire. Each gap is 0.25 s, far under 2 s, so a loaded machine cannot make one look idle.
+    server.enqueue(KeepAlives(10, 0.25, Answer("still here")))
+    outcome = stream(server.url, idle_timeout=2)
     assert outcome.error is None
     assert outcome.text == "still here"
-    assert sum(isinstance(e, KeepAlive) for e in outcome.events) == 12
+    assert sum(isinstance(e, KeepAlive) for e in outcome.events) == 10
 
 
 def test_keep_alives_do_not_count_as_shown_text(server: StubServer) -> None:
@@ -351,23 +353,26 @@ def test_keep_alives_do_not_count_as_shown_text(server: StubServer) -> None:
 
 
 def test_idle_timeout_before_any_text_is_retried(server: StubServer) -> None:
+    # The stall (30 s) is far longer than the idle timeout, which also applies to the retry:
+    # 2 s leaves a loaded machine room to answer that one.
     server.enqueue(Stall(30), Answer("after the stall"))
-    outcome = stream(server.url, idle_timeout=0.2)
+    outcome = stream(server.url, idle_timeout=2)
     (retry,) = outcome.retries
     assert retry.error.__class__ is LlmError
     assert error_chain(retry.error) == (
-        f"DeepSeek API stream from {server.url} timed out: nothing received for 0.2 s"
+        f"DeepSeek API stream from {server.url} timed out: nothing received for 2 s"
     )
     assert outcome.text == "after the stall"
 
 
 def test_idle_timeout_after_text_fails_the_turn(server: StubServer) -> None:
+    # 2 s: long enough for "Partial" to arrive first on a loaded machine, far under the stall.
     server.enqueue(Stall(30, after_text="Partial"), Answer("never asked for"))
-    outcome = stream(server.url, idle_timeout=0.2)
+    outcome = stream(server.url, idle_timeout=2)
     assert outcome.text == "Partial"
     assert outcome.error is not None and outcome.error.code == "TIMEOUT"
     assert outcome.rendered == (
-        f"DeepSeek API stream from {server.url} timed out: nothing received for 0.2 s"
+        f"DeepSeek API stream from {server.url} timed out: nothing received for 2 s"
     )
     assert outcome.retries == []
     assert len(server.requests) == 1
@@ -892,7 +897,8 @@ def test_key_appears_nowhere(server: StubServer) -> None:
 
 
 def test_cancel_mid_stream_is_aborted_and_closes_the_connection(server: StubServer) -> None:
-    server.enqueue(SlowStream("one two three four five six seven eight nine ten", delay=0.05))
+    # Stalled after its first text: the answer cannot reach [DONE] before the cancel lands.
+    server.enqueue(Stall(60, after_text="Partial"))
 
     async def main() -> LlmError:
         adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY)
@@ -977,7 +983,8 @@ def test_cancel_while_waiting_for_the_response() -> None:
 
 
 def test_abandoning_the_stream_closes_the_connection(server: StubServer) -> None:
-    server.enqueue(SlowStream("one two three four five six", delay=0.05))
+    # Stalled after its first text: the stream cannot end by itself before it is abandoned.
+    server.enqueue(Stall(60, after_text="Partial"))
 
     async def main() -> str:
         adapter = DeepSeekAdapter(base_url=server.url, api_key=CANARY_KEY)

@@ -87,6 +87,18 @@ class Recorder:
         self.events.append(event)
 
 
+class FirstText:
+    """An observer that sets :attr:`seen` at the first text delta: tests cancel after it, not
+    after a sleep that a loaded machine may outlast."""
+
+    def __init__(self) -> None:
+        self.seen = asyncio.Event()
+
+    def __call__(self, event: LoopEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.seen.set()
+
+
 # --- completed and max-tokens -------------------------------------------------------------------
 
 
@@ -371,10 +383,17 @@ def test_cancel_from_a_signal_handler(
     async def main() -> TurnEnd:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, conversation.cancel, "user")
-        loop.call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        first = FirstText()
+
+        async def interrupt() -> None:
+            await first.seen.wait()
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupter = asyncio.create_task(interrupt())
         try:
-            return await conversation.run_turn("q")
+            return await conversation.run_turn("q", on_event=first)
         finally:
+            await interrupter
             loop.remove_signal_handler(signal.SIGINT)
 
     assert run(main()) == TurnEnd(1, "aborted", reason="user")
@@ -419,9 +438,11 @@ def test_an_adapter_aborted_error_during_cancel_is_an_abort(
     conversation.model = AbortingAdapter()
 
     async def main() -> TurnEnd:
-        loop = asyncio.get_running_loop()
-        loop.call_later(0.02, conversation.cancel, "user")
-        return await conversation.run_turn("q")
+        first = FirstText()
+        turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
+        await first.seen.wait()  # the adapter is now in its sleep: the cancel reaches it there
+        conversation.cancel("user")
+        return await turn
 
     assert run(main()) == TurnEnd(1, "aborted", reason="user")
     assert data_of(log, "turn/end")[0]["reason"] == {"kind": "aborted", "reason": "user"}
@@ -434,8 +455,9 @@ def test_an_outside_cancellation_is_recorded_and_propagates(
     model.enqueue(deltas(100))
 
     async def main() -> None:
-        turn = asyncio.create_task(conversation.run_turn("q"))
-        await asyncio.sleep(0.05)
+        first = FirstText()
+        turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
+        await first.seen.wait()
         turn.cancel()
         with pytest.raises(asyncio.CancelledError):
             await turn
@@ -451,8 +473,9 @@ def test_an_outside_cancellation_turned_into_aborted_still_propagates(
     conversation.model = AbortingAdapter()
 
     async def main() -> None:
-        turn = asyncio.create_task(conversation.run_turn("q"))
-        await asyncio.sleep(0.02)
+        first = FirstText()
+        turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
+        await first.seen.wait()
         turn.cancel()
         with pytest.raises(asyncio.CancelledError):
             await turn
@@ -475,8 +498,9 @@ def test_cancel_together_with_an_outside_cancellation_still_propagates(
     model.enqueue(deltas(100))
 
     async def main() -> None:
-        turn = asyncio.create_task(conversation.run_turn("q"))
-        await asyncio.sleep(0.05)
+        first = FirstText()
+        turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
+        await first.seen.wait()
         conversation.cancel("shutdown")
         turn.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -495,19 +519,28 @@ def test_cancel_when_idle_is_a_no_op(conversation: Conversation, model: Scripted
 def test_a_late_cancel_after_the_answer_finished_leaks_nothing(
     conversation: Conversation, log: SessionLog
 ) -> None:
+    draining = asyncio.Event()
+
     class Model(ScriptedModel):
         async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
             yield TextDelta("whole")
             yield DONE
-            await asyncio.sleep(0.05)  # e.g. the adapter reading the response to its end
+            # E.g. the adapter reading the response to its end; the cancel comes in here
+            # (the 30 s only bound a hang: without the cancel the turn would end completed).
+            draining.set()
+            await asyncio.sleep(30)
 
     conversation.model = Model()
 
+    async def cancel_while_draining() -> None:
+        await draining.wait()
+        conversation.cancel("user")
+
     async def main() -> tuple[TurnEnd, int]:
-        loop = asyncio.get_running_loop()
-        loop.call_later(0.01, conversation.cancel, "user")
+        canceller = asyncio.create_task(cancel_while_draining())
         end = await conversation.run_turn("q")
-        await asyncio.sleep(0.01)
+        await canceller
+        await asyncio.sleep(0)  # no cancellation leaks into the caller
         task = asyncio.current_task()
         assert task is not None
         return end, task.cancelling()

@@ -413,13 +413,14 @@ def test_100_mb_of_output(workspace: Workspace) -> None:
 
 
 def test_a_command_that_never_ends_times_out(bash: BashTool) -> None:
-    # TERM ignored: the timeout escalates to SIGKILL.
-    output = bash_run(bash, "trap '' TERM; echo $$; sleep 1000", timeout_s=1)
+    # TERM ignored: the timeout escalates to SIGKILL. The shell must have set its trap before
+    # the timeout: 5 s leaves a loaded machine room to start it.
+    output = bash_run(bash, "trap '' TERM; echo $$; sleep 1000", timeout_s=5)
     assert output.failure is not None and output.failure.code == TOOL_FAILED
-    assert output.failure.message == "command timed out after 1 s (sent SIGTERM, then SIGKILL)"
+    assert output.failure.message == "command timed out after 5 s (sent SIGTERM, then SIGKILL)"
     pgid = output.content.splitlines()[1]
     assert output.content == (
-        "Error: command timed out after 1 s (sent SIGTERM, then SIGKILL)\n"
+        "Error: command timed out after 5 s (sent SIGTERM, then SIGKILL)\n"
         f"{pgid}\n[killed by signal 9 (SIGKILL)]"
     )
     assert output.exit_code == 137
@@ -456,7 +457,8 @@ def test_cancel_keeps_the_partial_output(workspace: Workspace, fifo: Fifo) -> No
 
 
 def test_cancel_escalates_to_sigkill(bash: BashTool, fifo: Fifo) -> None:
-    command = f"trap '' INT TERM; echo $$ > {fifo.path}; echo waiting; sleep 1000"
+    # "waiting" goes out before the line that triggers the cancel, so it is always in the output.
+    command = f"trap '' INT TERM; echo waiting; echo $$ > {fifo.path}; sleep 1000"
     output, pgid = run(cancel_when_told(bash, command, fifo))
     message = "the command was cancelled (sent SIGINT, then SIGTERM, then SIGKILL)"
     assert output.failure is not None and output.failure.code == ABORTED

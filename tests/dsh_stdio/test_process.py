@@ -7,13 +7,12 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from dsh_core.testing.stub_server import StubServer, closed_port
-from tests.support import DSH, assert_no_canary
+from tests.support import DSH, assert_no_canary, wait_blocked_reading
 
 pytestmark = pytest.mark.slow
 
@@ -175,7 +174,7 @@ def test_sigint_while_waiting_for_input(dsh_env: dict[str, str]) -> None:
     proc = subprocess.Popen(
         DSH, env=dsh_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    time.sleep(1.0)  # started and blocked on stdin; not a timing assertion
+    wait_blocked_reading(proc.pid)  # started, handlers in place, waiting for a line
     proc.send_signal(signal.SIGINT)
     # wait(), not communicate(): closing stdin would race the signal with an EOF.
     assert proc.wait(timeout=20) == 130
@@ -228,7 +227,7 @@ def test_one_shot_sigint_while_piped_stdin_stays_open(dsh_env: dict[str, str]) -
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write(b"part of a diff\n")
     proc.stdin.flush()
-    time.sleep(1.0)  # dsh is up and blocked reading stdin; not a timing assertion
+    wait_blocked_reading(proc.pid)  # up, Ctrl-C is its own, and waiting for the rest of stdin
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=20) == 130  # stdin is still open: only the signal ended it
     out, err = proc.stdout.read(), proc.stderr.read()

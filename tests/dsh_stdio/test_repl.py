@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import io
 import signal
-import time
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from dsh_core.testing.stub_server import HttpError, StubServer
-from tests.support import DSH, assert_no_canary
+from tests.support import DSH, assert_no_canary, wait_raw_mode
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +27,8 @@ def spawn(env: dict[str, str], *args: str) -> tuple[pexpect.spawn, io.StringIO]:
 
 
 def leave(child: pexpect.spawn) -> int:
-    """Ctrl-D on an empty line, after the tty has left cooked mode (FIELD-NOTES)."""
-    time.sleep(0.3)
+    """Ctrl-D on an empty line, once the tty has left cooked mode (FIELD-NOTES)."""
+    wait_raw_mode(child.child_fd)
     child.sendeof()
     child.expect(pexpect.EOF)
     child.close()
@@ -53,8 +52,8 @@ def test_answer_cancel_continue_and_leave(dsh_env: dict[str, str], home: Path) -
     child.expect_exact("You said: and again")
     child.expect_exact(PROMPT)
 
-    # Ctrl-C at the prompt clears the line and does not exit.
-    time.sleep(0.3)
+    # Ctrl-C at the prompt clears the line and does not exit (a key only in raw mode).
+    wait_raw_mode(child.child_fd)
     child.send("half a line")
     child.sendintr()
     child.expect_exact(PROMPT)
@@ -95,7 +94,7 @@ def test_history_survives_a_restart(dsh_env: dict[str, str], home: Path) -> None
 
     child, _ = spawn(dsh_env)
     child.expect_exact(PROMPT)
-    time.sleep(0.3)
+    wait_raw_mode(child.child_fd)
     child.send("\x1b[A")  # Up: the previous session's line comes back
     child.send("\r")
     child.expect_exact("You said: remember me")
@@ -123,7 +122,7 @@ def test_escape_sequences_from_the_model_do_not_reach_the_terminal(
 def test_alt_enter_inserts_a_newline(dsh_env: dict[str, str]) -> None:
     child, _ = spawn(dsh_env)
     child.expect_exact(PROMPT)
-    time.sleep(0.3)
+    wait_raw_mode(child.child_fd)
     child.send("first")
     child.send("\x1b\r")  # Alt-Enter
     child.send("second\r")
@@ -151,7 +150,7 @@ def test_sigterm_during_a_turn_records_shutdown_and_exits_143(
 def test_sigterm_at_the_prompt_exits_143(dsh_env: dict[str, str]) -> None:
     child, _ = spawn(dsh_env)
     child.expect_exact(PROMPT)
-    time.sleep(0.3)
+    wait_raw_mode(child.child_fd)  # prompting: the SIGTERM handler is in place by then
     child.kill(signal.SIGTERM)
     child.expect(pexpect.EOF)
     child.close()
@@ -231,8 +230,10 @@ def test_slash_commands(dsh_env: dict[str, str], home: Path, stub: StubServer) -
     child.expect_exact("You said: fresh start")
     child.expect_exact(PROMPT)
     assert leave(child) == 0
-    # The new session starts empty and keeps the chosen model.
-    assert [m["content"] for m in stub.requests[-1]["messages"]] == ["fresh start"]
+    # The new session starts empty (but for its system prompt) and keeps the chosen model.
+    messages = stub.requests[-1]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[1]["content"] == "fresh start"
     assert stub.requests[-1]["model"] == "deepseek-v4-pro"
     assert len(list(home.rglob("session.jsonl"))) == 2
 

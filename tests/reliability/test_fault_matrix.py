@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -60,10 +62,12 @@ from tests.reliability.faults import (
     bad_chunk_after_text,
     hang,
     not_tls,
+    read_request,
     self_signed_context,
     short_content_length,
     sse_event,
 )
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -286,7 +290,8 @@ def test_stub_fault(case: StubCase, stub: StubServer, home: Path) -> None:
         assert [a["turn"] for a in answers] == [2]
     assert len(stub.requests) == 2
     # A failed turn without an answer is not sent again; one with shown text is, with it.
-    sent = [(m["role"], m["content"]) for m in stub.requests[-1]["messages"]]
+    messages = stub.requests[-1]["messages"]
+    sent = [(m["role"], m["content"]) for m in messages if m["role"] != "system"]
     earlier = [("user", "the fault"), ("assistant", case.shown)] if case.shown else []
     assert sent == [*earlier, ("user", "the next line")]
     assert_sane(run)
@@ -570,14 +575,20 @@ SIGNALS = [(signal.SIGINT, 130, "user"), (signal.SIGTERM, 143, "shutdown")]
 
 @pytest.mark.parametrize(("sig", "status", "reason"), SIGNALS, ids=["SIGINT", "SIGTERM"])
 def test_server_that_never_answers(sig: int, status: int, reason: str, home: Path) -> None:
-    with FaultServer(hang) as server:
+    asked = threading.Event()
+
+    def hang_once_asked(conn: socket.socket, server: FaultServer) -> None:
+        """:func:`hang`, telling the test when the whole request has arrived."""
+        read_request(conn)
+        asked.set()
+        server.stopping.wait()
+
+    with FaultServer(hang_once_asked) as server:
         live = Live(child_env(server.url, home))
         try:
             live.send(b"hello?\n")
-            deadline = time.monotonic() + 10
-            while server.connections == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            time.sleep(0.2)  # the request is sent and waiting for the response
+            # The request is sent and dsh waits for the response (30 s: a hang guard).
+            assert asked.wait(timeout=30), "dsh never sent its request"
             run = live.finish(sig)
         finally:
             live.kill()
@@ -619,6 +630,9 @@ def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
             stdin=b"hello?\n" + OVERSIZED_LINE,
             timeout=90,
         )
+        # dsh timed out without needing the server to accept: the last connection may still
+        # be in the listener's queue when dsh exits.
+        wait_until(lambda: server.connections >= 5, "the server to accept every connection")
         connections = server.connections
     lines = run.stdout.splitlines()
     assert lines == [
@@ -636,13 +650,15 @@ def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
 def test_stream_that_stalls_after_some_text_times_out_without_retry(
     stub: StubServer, home: Path
 ) -> None:
+    # 2 s: the headers and the text, from a stub thread of this process, have time to arrive
+    # on a loaded machine; the stall (600 s) still ends only by the timeout.
     stub.enqueue(Stall(600, after_text="Some text, then silence"))
-    run = run_dsh(child_env(stub.url, home, DSH_TIMEOUT="0.5"), stdin=b"hello?\n" + OVERSIZED_LINE)
+    run = run_dsh(child_env(stub.url, home, DSH_TIMEOUT="2"), stdin=b"hello?\n" + OVERSIZED_LINE)
     lines = run.stdout.splitlines()
     assert lines == [
         "Some text, then silence",
         f"[turn failed TIMEOUT] DeepSeek API stream from {stub.url} timed out: nothing "
-        "received for 0.5 s",
+        "received for 2 s",
         OVERSIZED_OUTCOME,
     ], run.stdout
     assert retry_notices(run.stderr) == []  # text was shown: never retried

@@ -14,7 +14,6 @@ import re
 import socket
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pexpect
@@ -30,6 +29,7 @@ from tests.reliability.faults import (
     read_request,
     self_signed_context,
 )
+from tests.support import wait_raw_mode
 
 pytestmark = pytest.mark.slow
 
@@ -190,7 +190,7 @@ def _spawn_repl(env: dict[str, str]) -> tuple[pexpect.spawn, io.StringIO]:
 
 def _leave(child: pexpect.spawn) -> None:
     child.expect_exact("> ")
-    time.sleep(0.3)  # the tty may still be in cooked mode and swallow Ctrl-D (FIELD-NOTES)
+    wait_raw_mode(child.child_fd)  # in cooked mode the tty would swallow Ctrl-D (FIELD-NOTES)
     child.sendeof()
     child.expect(pexpect.EOF)
     child.close()
