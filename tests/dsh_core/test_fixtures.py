@@ -12,26 +12,34 @@ After an intended change to the format, regenerate the files and review the diff
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from dsh_core.approval import ApprovalPolicy
 from dsh_core.errors import LlmError
 from dsh_core.llm import (
+    Event,
     Finish,
     KeepAlive,
     ReasoningDelta,
     RetryNotice,
     TextDelta,
+    ToolCall,
+    ToolCallRequest,
+    ToolSpec,
     Usage,
 )
-from dsh_core.loop import Conversation, LoopEvent
+from dsh_core.loop import Conversation, LoopEvent, ToolStarting
 from dsh_core.session import SessionStore
 from dsh_core.testing import ScriptedModel
+from dsh_core.tools import Access, AccessKind, Invocation, Toolbox, ToolOutput
 from tests.dsh_core.test_session import CWD, ticking
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -191,6 +199,133 @@ async def interrupted(store: SessionStore) -> Path:
     return log.path
 
 
+class FixtureTool:
+    """A deterministic tool: answers ``<name>: <arguments>``, or waits forever (``hang``)."""
+
+    def __init__(self, name: str, kind: AccessKind, *, hang: bool = False) -> None:
+        self.name, self.kind, self.hang = name, kind, hang
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, f"the {self.name} tool", {"type": "object"})
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        return json.dumps(dict(arguments), sort_keys=True)
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        async def run() -> ToolOutput:
+            if self.hang:
+                await asyncio.sleep(3600)
+            return ToolOutput(f"{self.name}: {self.describe(arguments)}")
+
+        return Invocation(Access(self.kind), self.describe(arguments), run)
+
+
+def tools() -> Toolbox:
+    return Toolbox(
+        [
+            FixtureTool("read", "read"),
+            FixtureTool("bash", "shell"),
+            FixtureTool("write", "write"),
+            FixtureTool("hang", "shell", hang=True),
+        ]
+    )
+
+
+def calls(*pairs: tuple[str, str]) -> list[Event | BaseException]:
+    """A step that asks for ``(name, arguments)`` calls, ids numbered in order."""
+    events: list[Event | BaseException] = [
+        ToolCallRequest(ToolCall(f"call_{name}_{n}", name, arguments))
+        for n, (name, arguments) in enumerate(pairs, start=1)
+    ]
+    return [*events, Usage(prompt_tokens=20, completion_tokens=8), Finish("tool-calls")]
+
+
+async def tool_steps(store: SessionStore) -> Path:
+    """A system prompt; a turn of three steps: calls that run, one refused, bad arguments."""
+    model = ScriptedModel()
+    model.enqueue(
+        [
+            ReasoningDelta("I should look first."),
+            TextDelta("Let me look."),
+            *calls(("read", '{"file_path": "a.txt"}'), ("bash", '{"command": "ls"}')),
+        ],
+        calls(("write", '{"file_path": "a.txt", "content": "x"}'), ("read", '{"file_path"')),
+        [TextDelta("Done: a.txt holds a."), Usage(prompt_tokens=60, completion_tokens=6), DONE],
+    )
+    with store.create(CWD) as log:
+        conversation = Conversation(
+            model,
+            log,
+            model_name="deepseek-v4-flash",
+            toolbox=tools(),
+            approval=ApprovalPolicy.granting(["shell"]),
+            system_prompt="You are dsh, in a fixture.",
+        )
+        await conversation.run_turn("what is in a.txt?")
+        return log.path
+
+
+async def tool_aborted(store: SessionStore) -> Path:
+    """Cancelled while a call runs; the next turn's request carries every pair."""
+    model = ScriptedModel()
+    model.enqueue(
+        calls(("hang", '{"command": "sleep 1000"}'), ("read", '{"file_path": "b.txt"}')),
+        [TextDelta("Stopped, as you asked."), DONE],
+    )
+    with store.create(CWD) as log:
+        conversation = Conversation(
+            model,
+            log,
+            model_name="deepseek-v4-flash",
+            toolbox=tools(),
+            approval=ApprovalPolicy.granting(["shell"]),
+        )
+
+        def cancel_once_running(event: LoopEvent) -> None:
+            if isinstance(event, ToolStarting) and event.call.name == "hang":
+                # As a signal handler would: once the call is running.
+                asyncio.get_running_loop().call_soon(conversation.cancel, "user")
+
+        await conversation.run_turn("run the slow thing", on_event=cancel_once_running)
+        await conversation.run_turn("never mind")
+        return log.path
+
+
+async def tool_interrupted(store: SessionStore) -> Path:
+    """The process dies while a call runs; the load answers the calls, then a turn goes on."""
+    model = ScriptedModel()
+    model.enqueue(
+        calls(("hang", '{"command": "make"}'), ("read", '{"file_path": "c.txt"}')),
+        [TextDelta("The build's outcome is unknown; I will check first."), DONE],
+    )
+    on_disk: list[bytes] = []
+    with store.create(CWD) as log:
+        conversation = Conversation(
+            model,
+            log,
+            model_name="deepseek-v4-flash",
+            toolbox=tools(),
+            approval=ApprovalPolicy.granting(["shell"]),
+        )
+
+        def die_while_running(event: LoopEvent) -> None:
+            if isinstance(event, ToolStarting) and event.call.name == "hang":
+                # What a SIGKILL while the tool runs leaves: the tool/call, durable, and
+                # nothing after it. It is written after this event; read the file then.
+                loop = asyncio.get_running_loop()
+                loop.call_soon(lambda: on_disk.append(log.path.read_bytes()))
+                loop.call_soon(conversation.cancel, "user")
+
+        await conversation.run_turn("build it", on_event=die_while_running)
+    log.path.write_bytes(on_disk[0])
+    resumed, _ = store.open(log.id)
+    with resumed:
+        conversation = Conversation(model, resumed, model_name="deepseek-v4-flash", toolbox=tools())
+        await conversation.run_turn("did it work?")
+    return log.path
+
+
 SCENARIOS: dict[str, Scenario] = {
     "completed": completed,
     "error": error,
@@ -198,7 +333,12 @@ SCENARIOS: dict[str, Scenario] = {
     "rejected": rejected,
     "interrupted": interrupted,
     "max-tokens": max_tokens,
+    "tool-steps": tool_steps,
+    "tool-aborted": tool_aborted,
+    "tool-interrupted": tool_interrupted,
 }
+ENDS = {"tool-steps": "completed", "tool-aborted": "aborted", "tool-interrupted": "interrupted"}
+"""The end each scenario is about, where its name is not one."""
 
 
 def replay(name: str, home: Path) -> bytes:
@@ -227,7 +367,7 @@ def test_each_fixture_ends_a_turn_its_way_and_loads_clean(name: str, tmp_path: P
     with log:
         assert report.notices == ()
         kinds = [event.data["reason"]["kind"] for event in log.events if event.type == "turn/end"]
-        assert name in kinds
+        assert ENDS.get(name, name) in kinds
         assert [event.seq for event in log.events] == list(range(len(log.events)))
 
 
