@@ -530,12 +530,14 @@ class Conversation:
     async def _run_call(self, turn: _Turn, call: ToolCall, on_event: Observer) -> None:
         assert turn.step is not None
         step = turn.step.number
-        on_event(ToolStarting(call, self.toolbox.describe(call)))
         try:
             invocation = self.toolbox.prepare(call)
         except ToolError as exc:
+            on_event(ToolStarting(call, self.toolbox.describe(call)))
             self._answer(turn, call, ToolOutput.failed(exc), on_event)
             return
+        # The prepared summary may say more than the arguments do (where a link leads).
+        on_event(ToolStarting(call, invocation.summary))
         self._cancellable = True
         try:
             outcome = await self.approval.decide(call, invocation)

@@ -22,16 +22,21 @@ __all__ = ["CHOICES", "TerminalQuestion", "question_text"]
 CHOICES = "[y]es / [n]o / [a]lways this session"
 
 
+def _shown(text: str) -> str:
+    # A carriage return is part of what runs: shown as ^M, never folded into a line end.
+    return neutralise(text.replace("\r", "^M"))
+
+
 def question_text(question: Question) -> tuple[str, str]:
     """The lines shown before the prompt (a diff, a long command), and the prompt line."""
     invocation = question.invocation
-    summary = neutralise(invocation.summary)
+    summary = _shown(invocation.summary)
     first, _, rest = summary.partition("\n")
     details: list[str] = []
     if rest:
         details.append(summary)  # the whole command, not only its first line
     if invocation.preview:
-        details.append(neutralise(invocation.preview).rstrip("\n"))
+        details.append(_shown(invocation.preview).rstrip("\n"))
     access = invocation.access
     if access.outside:
         places = ", ".join(neutralise(path) for path in access.outside)

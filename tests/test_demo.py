@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
+
 pytestmark = pytest.mark.slow
 
 DEMO = [sys.executable, str(Path(__file__).parent.parent / "scripts" / "demo_repl.py")]
+DSH_DEMO = [str(Path(sys.executable).parent / "dsh"), "--demo"]
+"""The installed ``dsh`` script, as a user starts the demo."""
 
 
 def demo_env(tmp_path: Path) -> dict[str, str]:
@@ -59,3 +63,48 @@ def test_demo_down_shows_the_transport_chain(tmp_path: Path) -> None:
         result.stdout,
     ), result.stdout
     assert result.stderr.count("retrying in") == 4
+
+
+# -- on a terminal -------------------------------------------------------------------------------
+
+
+def demo_terminal(argv: list[str], tmp_path: Path) -> Terminal:
+    env = demo_env(tmp_path) | {"TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    return spawn_terminal(argv, env, tmp_path, tmp_path / "home")
+
+
+def leave_demo(term: Terminal) -> None:
+    """Ctrl-D: the demo ends with 0 and names the session to resume."""
+    assert term.leave() == 0
+    assert re.search(r"dsh: session (\S+) \(dsh -r \1 to resume\)\r\n", term.child.before)
+
+
+@pytest.mark.parametrize("argv", [DSH_DEMO, DEMO], ids=["dsh --demo", "scripts/demo_repl.py"])
+def test_demo_asks_before_running_a_command(argv: list[str], tmp_path: Path) -> None:
+    term = demo_terminal(argv, tmp_path)
+    try:
+        term.child.expect_exact("dsh demo: stub server at http://127.0.0.1:")
+        term.child.expect(r"toolbash +a bash call")  # the banner lists the tool triggers
+        term.send_turn("toolbash")
+        term.child.expect_exact("[tool bash] $ ls -la\r\n")
+        term.expect_question("bash", "$ ls -la")
+        term.keys("y\r")
+        term.child.expect(r"\[tool bash exit 0\] \d+ lines\r\n")
+        term.child.expect_exact("Tool results: [bash] total")  # the model's answer
+        leave_demo(term)
+    finally:
+        term.child.close(force=True)
+
+
+def test_demo_long_deltas(tmp_path: Path) -> None:
+    term = demo_terminal([*DSH_DEMO, "--long-deltas", "50"], tmp_path)
+    try:
+        term.child.expect_exact("(20,000 deltas unless --long-deltas says)")
+        term.send_turn("long")
+        # 50 deltas of a nine-word cycle: five whole sentences and five words.
+        term.child.expect(r"(?:the quick brown fox jumps over a lazy dog\. ){5}")
+        term.child.expect_exact("the quick brown fox jumps \r\n")
+        term.child.expect(r"tokens in \d+ \(cached \d+\) / out 50, ")
+        leave_demo(term)
+    finally:
+        term.child.close(force=True)

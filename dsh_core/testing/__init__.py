@@ -17,6 +17,7 @@ from .behaviours import Cut as Cut
 from .behaviours import Disconnect as Disconnect
 from .behaviours import Empty as Empty
 from .behaviours import EndWithoutDone as EndWithoutDone
+from .behaviours import Held as Held
 from .behaviours import HttpError as HttpError
 from .behaviours import InBandError as InBandError
 from .behaviours import KeepAlives as KeepAlives
@@ -52,6 +53,7 @@ __all__ = [
     "Disconnect",
     "Empty",
     "EndWithoutDone",
+    "Held",
     "HttpError",
     "InBandError",
     "KeepAlives",

@@ -6,6 +6,7 @@ Tests queue them (``server.enqueue(HttpError(503), Answer("hello"))``); trigger 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "Disconnect",
     "Empty",
     "EndWithoutDone",
+    "Held",
     "HttpError",
     "InBandError",
     "KeepAlives",
@@ -89,6 +91,18 @@ class KeepAlives:
     count: int
     interval: float = 0.0
     then: Behaviour = field(default_factory=lambda: Answer("Thanks for waiting."))
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Send nothing until the test sets ``gate``, then play ``then``.
+
+    For acting while dsh waits for the model (typing ahead, say) without guessing how long the
+    wait is: the test holds the response for exactly as long as it needs.
+    """
+
+    gate: threading.Event
+    then: Behaviour
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +194,7 @@ Behaviour = (
     | ToolCalls
     | HttpError
     | KeepAlives
+    | Held
     | Stall
     | Cut
     | Disconnect

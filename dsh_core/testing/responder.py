@@ -10,6 +10,7 @@ import asyncio
 import email.utils
 import functools
 import json
+import threading
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, assert_never
@@ -21,6 +22,7 @@ from .behaviours import (
     Disconnect,
     Empty,
     EndWithoutDone,
+    Held,
     HttpError,
     InBandError,
     KeepAlives,
@@ -39,6 +41,8 @@ _WORDS = ("the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", 
 _CREATED = 1_700_000_000
 _COMPACT = (",", ":")  # DeepSeek sends compact JSON
 _DONE = b"data: [DONE]\n\n"
+_GATE_POLL = 0.01
+"""Seconds between two looks at a :class:`Held` gate: how soon it notices, not a verdict."""
 
 
 class Responder:
@@ -63,6 +67,9 @@ class Responder:
     async def run(self, behaviour: Behaviour) -> bool:
         """Respond; False when the connection must close afterwards."""
         match behaviour:
+            case Held(gate=gate, then=then):
+                await _wait_gate(gate)
+                return await self.run(then)  # ``then`` may be a status, not a stream
             case HttpError():
                 await self._http_error(behaviour)
                 return True
@@ -131,6 +138,9 @@ class Responder:
                 if interval:
                     await asyncio.sleep(interval)
                 return await self._stream(then)
+            case Held(gate=gate, then=then):  # after keep-alives: the rest of this stream
+                await _wait_gate(gate)
+                return await self._stream(then)
             case Stall(seconds=seconds, after_text=after_text):
                 await self._send_events(_text_events(after_text))
                 await asyncio.sleep(seconds)
@@ -181,6 +191,17 @@ class Responder:
             case _:
                 assert_never(behaviour)
         return True
+
+
+async def _wait_gate(gate: threading.Event) -> None:
+    """Wait for ``gate`` without blocking the server's loop.
+
+    Polled rather than ``gate.wait()`` in an executor: a blocked thread could not be cancelled,
+    so a client that goes away, or a server that stops, would leave it waiting for a gate that
+    may never be set (and interpreter exit joins executor threads).
+    """
+    while not gate.is_set():  # noqa: ASYNC110 (a thread's Event: nothing to await)
+        await asyncio.sleep(_GATE_POLL)
 
 
 # -- stream events -----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from .behaviours import (
     Disconnect,
     Empty,
     EndWithoutDone,
+    Held,
     HttpError,
     InBandError,
     KeepAlives,
@@ -69,6 +70,7 @@ __all__ = [
     "Disconnect",
     "Empty",
     "EndWithoutDone",
+    "Held",
     "HttpError",
     "InBandError",
     "KeepAlives",
@@ -116,13 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a busy port, say: one line, not a traceback
         print(f"stub server: cannot listen: {error_chain(exc)}", file=sys.stderr)  # noqa: T201
         return 1
-    print(f"stub server listening on {server.url}", flush=True)  # noqa: T201
-    print("trigger words (in the last user message):", flush=True)  # noqa: T201
-    width = max(len(word) for word in TRIGGERS)
-    for word, description in TRIGGERS.items():
-        print(f"  {word:<{width}}  {description}", flush=True)  # noqa: T201
     try:
+        # Ctrl-C is taken from before the banner: whoever waits for it may interrupt at once.
         with contextlib.suppress(KeyboardInterrupt):
+            print(f"stub server listening on {server.url}", flush=True)  # noqa: T201
+            print("trigger words (in the last user message):", flush=True)  # noqa: T201
+            width = max(len(word) for word in TRIGGERS)
+            for word, description in TRIGGERS.items():
+                print(f"  {word:<{width}}  {description}", flush=True)  # noqa: T201
             while True:
                 time.sleep(3600)
     finally:

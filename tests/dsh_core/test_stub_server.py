@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +28,7 @@ from dsh_core.testing.stub_server import (
     Disconnect,
     Empty,
     EndWithoutDone,
+    Held,
     HttpError,
     InBandError,
     KeepAlives,
@@ -40,6 +41,7 @@ from dsh_core.testing.stub_server import (
     ToolCalls,
     WrongContentType,
 )
+from tests.support import wait_until
 
 AUTH = {"Authorization": "Bearer sk-test"}
 
@@ -52,7 +54,7 @@ def server() -> Iterator[StubServer]:
 
 @pytest.fixture
 def client() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=10) as client:
+    with httpx.Client(timeout=30) as client:  # a hang guard
         yield client
 
 
@@ -385,10 +387,8 @@ def test_client_going_away_ends_the_response(server: StubServer) -> None:
         client.stream("POST", f"{server.url}/chat/completions", json=body(), headers=AUTH),
     ):
         pass  # closed at once, the body unread
-    for _ in range(500):  # a bounded poll: the server learns of the close asynchronously
-        if server.connections_closed == 1:
-            break
-        time.sleep(0.01)
+    # The server learns of the close asynchronously.
+    wait_until(lambda: server.connections_closed >= 1, "the server to see the close")
     assert server.connections_closed == 1
 
 
@@ -703,10 +703,10 @@ def test_main_serves_until_interrupted() -> None:
         url = first.rsplit(" ", 1)[1]
         banner = [process.stdout.readline() for _ in range(len(TRIGGERS) + 1)]
         assert [line.split()[0] for line in banner[1:]] == list(TRIGGERS)
-        response = httpx.post(f"{url}/chat/completions", json=body("cli"), headers=AUTH)
+        response = httpx.post(f"{url}/chat/completions", json=body("cli"), headers=AUTH, timeout=30)
         assert content(response) == "You said: cli"
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0
+        assert process.wait(timeout=30) == 0  # a hang guard
         assert process.stderr is not None
         assert process.stderr.read() == ""  # not even runpy's double-import warning
     finally:
@@ -715,3 +715,69 @@ def test_main_serves_until_interrupted() -> None:
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+# -- Held: a response that waits for the test ------------------------------------------------
+
+
+def test_held_waits_for_its_gate_without_blocking_other_requests(server: StubServer) -> None:
+    gate = threading.Event()
+    server.enqueue(Held(gate, Answer("after the gate")), Answer("meanwhile"))
+    held: list[httpx.Response] = []
+
+    def first() -> None:
+        with httpx.Client(timeout=30) as client:  # a hang guard
+            held.append(post(client, server))
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        wait_until(lambda: len(server.requests) == 1, "the held request to arrive")
+        # The server's loop still answers: the wait does not block it.
+        with httpx.Client(timeout=30) as client:
+            assert content(post(client, server)) == "meanwhile"
+        assert not held  # answered after a later request: it is still held
+    finally:
+        gate.set()
+        thread.join(timeout=30)
+    assert content(held[0]) == "after the gate"
+
+
+def test_held_plays_a_status_or_the_rest_of_a_stream(
+    server: StubServer, client: httpx.Client
+) -> None:
+    released = threading.Event()
+    released.set()
+    server.enqueue(
+        Held(released, HttpError(503, "later")),
+        KeepAlives(1, then=Held(released, Answer("kept alive"))),
+    )
+    response = post(client, server)
+    assert response.status_code == 503
+    assert response.json()["error"]["message"] == "later"
+    response = post(client, server)
+    assert response.text.startswith(": keep-alive")
+    assert content(response) == "kept alive"
+
+
+def test_stop_ends_a_response_held_for_ever() -> None:
+    server = StubServer()
+    server.start()
+    server.enqueue(Held(threading.Event(), Answer("never")))
+    failures: list[BaseException] = []
+
+    def held() -> None:
+        with httpx.Client(timeout=30) as client:  # a hang guard
+            try:
+                post(client, server)
+            except httpx.HTTPError as exc:
+                failures.append(exc)
+
+    thread = threading.Thread(target=held)
+    thread.start()
+    try:
+        wait_until(lambda: len(server.requests) == 1, "the held request to arrive")
+        server.stop()  # returns: the wait is cancelled with the connection
+    finally:
+        thread.join(timeout=30)
+    assert [type(exc) for exc in failures] == [httpx.RemoteProtocolError]
