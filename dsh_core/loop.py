@@ -123,6 +123,8 @@ class ToolStarting:
     call: ToolCall
     summary: str
     """One line: ``$ pytest -q``, ``src/app.py``."""
+    note: str = ""
+    """What the call runs under, e.g. ``(sandboxed: writes only /src, no network)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,7 +539,7 @@ class Conversation:
             self._answer(turn, call, ToolOutput.failed(exc), on_event)
             return
         # The prepared summary may say more than the arguments do (where a link leads).
-        on_event(ToolStarting(call, invocation.summary))
+        on_event(ToolStarting(call, invocation.summary, invocation.access.note))
         self._cancellable = True
         try:
             outcome = await self.approval.decide(call, invocation)

@@ -19,6 +19,7 @@ from dsh_core.approval import ALL_GRANTS, Grant
 from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
 from dsh_core.loop import DEFAULT_MAX_STEPS
+from dsh_core.tools.sandbox import SandboxMode
 from dsh_core.urls import redact_url
 
 __all__ = [
@@ -35,8 +36,6 @@ DEFAULT_MODEL = "deepseek-v4-flash"
 
 Action = Literal["chat", "sessions", "show"]
 """What this run does: talk to the model, list sessions, or print one."""
-
-SandboxMode = Literal["auto", "on", "off"]
 
 
 class StartupError(HarnessError):

@@ -51,9 +51,11 @@ def outcome_line(end: TurnEnd) -> str | None:
             assert_never(end.kind)
 
 
-def tool_call_line(call: ToolCall, summary: str) -> str:
-    """``[tool bash] $ pytest -q``: the call, before it runs; continuation lines indented."""
-    return f"[tool {call.name}] " + "\n  ".join(summary.split("\n"))
+def tool_call_line(call: ToolCall, summary: str, note: str = "") -> str:
+    """``[tool bash] $ pytest -q (not sandboxed)``: the call, before it runs; continuation
+    lines indented."""
+    line = f"[tool {call.name}] " + "\n  ".join(summary.split("\n"))
+    return f"{line} {note}" if note else line
 
 
 def tool_result_line(call: ToolCall, result: ToolResult) -> str:

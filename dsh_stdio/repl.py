@@ -36,7 +36,7 @@ COMMANDS = {
     "/exit": "leave (Ctrl-D on an empty line does the same)",
     "/new": "start a fresh session",
     "/model NAME": "use another model for the next turns",
-    "/session": "show this session's id and log file",
+    "/session": "show this session's id, log file and whether commands are sandboxed",
 }
 
 
@@ -118,7 +118,8 @@ class _Commands:
                     self._say(f"model: {argument}")
             case "/session":
                 log = self._runtime.conversation.log
-                self._say(f"session {log.id}\nlog {log.path}")
+                sandbox = self._runtime.sandbox_state()
+                self._say(f"session {log.id}\nlog {log.path}\nsandbox {neutralise(sandbox)}")
             case _:
                 commands = " ".join(name.split()[0] for name in COMMANDS)
                 self._say(f"unknown command {name}; commands: {commands}")

@@ -8,6 +8,7 @@ exit status a turn asks for live here.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -20,7 +21,15 @@ from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.tools import Toolbox, Workspace, builtin_tools
+from dsh_core.tools import Launcher, Toolbox, Workspace, builtin_tools
+from dsh_core.tools.sandbox import (
+    INSTALL_HINT,
+    AutoSandbox,
+    Bwrap,
+    choose_launcher,
+    require_bwrap,
+)
+from dsh_core.tools.workspace import child_environment
 
 from .config import Config
 from .jsonout import JsonView
@@ -52,6 +61,10 @@ class Runtime:
     """With ``--json``: the one writer of stdout for the whole run."""
     resumed: bool = False
     """The session was loaded (``--continue``, ``--resume``), not created by this run."""
+    launcher: Launcher | None = None
+    """How ``bash`` runs in this session (sandboxed or not); None with ``--no-tools``."""
+    said_unsandboxed: bool = False
+    """The one notice per run that commands run without a sandbox was given."""
     log_failed: bool = False
     """A turn could not be written to the session log."""
     output_failed: bool = False
@@ -62,6 +75,9 @@ class Runtime:
         """Create or resume the session the flags ask for; say what loading repaired."""
         model = _adapter(config, terminal=terminal)
         model.check_key()  # a key that cannot be sent fails here, before a session exists
+        if config.tools and config.sandbox == "on":  # likewise a sandbox that cannot run
+            path = child_environment().get("PATH", os.defpath)
+            require_bwrap(path, network="network" in config.allow)
         store = SessionStore(config.home)
         cwd = Path.cwd()
         if config.resume is not None:
@@ -115,9 +131,16 @@ class Runtime:
         config = self.config
         cwd = Path.cwd()
         toolbox = Toolbox()
+        self.launcher = None
         if config.tools:
             workspace = Workspace.at(cwd, output_dir=log.path.parent / TOOL_OUTPUT_DIR)
-            toolbox = Toolbox(builtin_tools(workspace))
+            self.launcher = choose_launcher(
+                config.sandbox,
+                workspace=workspace,
+                network="network" in config.allow,
+                on_chosen=self._sandbox_chosen,
+            )
+            toolbox = Toolbox(builtin_tools(workspace, launcher=self.launcher))
         prompt: str | None = None
         if not log.events:  # a resumed session keeps the system prompt it recorded
             context = system_prompt(cwd, tools=toolbox.names, first_part=config.system)
@@ -141,6 +164,27 @@ class Runtime:
             return False
         log.close()
         return True
+
+    def _sandbox_chosen(self, launcher: Launcher) -> None:
+        """``--sandbox auto`` chose at the first command: say it once per run if it is none."""
+        if isinstance(launcher, Bwrap) or self.said_unsandboxed:
+            return
+        self.said_unsandboxed = True
+        why = launcher.note.removeprefix("(not sandboxed: ").removesuffix(")")
+        text = f"commands run without a sandbox: {why}; to have one: {INSTALL_HINT}"
+        if self.current_view is not None:
+            self.current_view.notice(text)
+        else:
+            self.err.write(f"dsh: {text}\n")
+
+    def sandbox_state(self) -> str:
+        """For ``/session``: whether commands run sandboxed, and how."""
+        launcher = self.launcher
+        if launcher is None:
+            return "no tools (--no-tools)"
+        if isinstance(launcher, AutoSandbox) and launcher.chosen is None:
+            return f"auto: {launcher.note} (checked now; it is decided at the first command)"
+        return launcher.note
 
     def cancel_turn(self, reason: str) -> bool:
         """Cancel the running turn with ``reason``; False when no turn is running."""

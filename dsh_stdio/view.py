@@ -176,12 +176,12 @@ class TurnView:
                 self.show_waiting()
             case Usage():
                 self.usage = _add(self.usage, event)
-            case ToolStarting(call=call, summary=summary):
+            case ToolStarting(call=call, summary=summary, note=note):
                 # The step's text ends its line on stdout, on a pipe too: the next step's text
                 # starts a line of its own (and `dsh --show` prints it the same way).
                 self._end_reasoning_if_open()
                 self._end_line()
-                self._remark(tool_call_line(call, summary), dim=False)
+                self._remark(tool_call_line(call, summary, note), dim=False)
             case ToolFinished(call=call, result=result):
                 self._remark(tool_result_line(call, result), dim=False)
                 self.show_waiting()

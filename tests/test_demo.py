@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
+from tests.dsh_stdio.test_agent_terminal import SANDBOX_NOTE, Terminal, spawn_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_demo_asks_before_running_a_command(argv: list[str], tmp_path: Path) -> 
         term.child.expect_exact("dsh demo: stub server at http://127.0.0.1:")
         term.child.expect(r"toolbash +a bash call")  # the banner lists the tool triggers
         term.send_turn("toolbash")
-        term.child.expect_exact("[tool bash] $ ls -la\r\n")
+        term.child.expect(rf"\[tool bash\] \$ ls -la{SANDBOX_NOTE}\r\n")
         term.expect_question("bash", "$ ls -la")
         term.keys("y\r")
         term.child.expect(r"\[tool bash exit 0\] \d+ lines\r\n")

@@ -15,9 +15,14 @@ for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
 (``command timed out after N s``) with the partial output after it; a cancelled call is an
 ``ABORTED`` failure with its partial output.
 
-The seam for the sandbox (issue 13): a :class:`Launcher` turns the shell's command line into
-the one that is run (``bwrap ... -- bash -c <command>``) and names what the approval question
-says about it (:data:`UNSANDBOXED`: ``(not sandboxed)``).
+The seam for the sandbox (issue 13, :mod:`dsh_core.tools.sandbox`): a :class:`Launcher` turns
+the shell's command line into the one that is run (``bwrap ... -- bash -c <command>``) and names
+what the approval question says about it (:data:`UNSANDBOXED`: ``(not sandboxed)``). A
+:class:`Sandbox` is a launcher that confines the command: a call may ask to leave it
+(``sandbox: false`` with a ``justification``: its :class:`~dsh_core.tools.base.Access` has
+``leaves_sandbox``, which is always asked about), and a command that exits non-zero inside it
+gets a last line saying what the sandbox forbids. A :class:`DeferredLauncher` chooses its
+launcher at the first call (``--sandbox auto`` probes bwrap only then).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, assert_never
+from typing import Any, Protocol, assert_never, runtime_checkable
 
 from ..errors import ABORTED
 from ..llm import ToolSpec
@@ -43,7 +48,9 @@ __all__ = [
     "OUTPUT_LIMIT",
     "UNSANDBOXED",
     "BashTool",
+    "DeferredLauncher",
     "Launcher",
+    "Sandbox",
     "Unsandboxed",
     "shell_argv",
 ]
@@ -60,7 +67,11 @@ _DESCRIPTION = (
     f"Output over {OUTPUT_LIMIT:,} characters is cut in the middle, and the result names a "
     "file that holds all of it. A non-zero exit status ends the result with `[exit code: N]`. "
     f"The command is ended after timeout_s seconds (default {DEFAULT_TIMEOUT_S}, at most "
-    f"{MAX_TIMEOUT_S}). Processes it starts in the background are killed when it exits."
+    f"{MAX_TIMEOUT_S}). Processes it starts in the background are killed when it exits. "
+    "The command may run in a sandbox (then the approval note and a failed result say so): "
+    "it can write only in the working directory and /tmp, and has no network. Only when the "
+    "sandbox stopped a command that truly needs more, run it again with sandbox: false and "
+    "a justification; the user is asked every time."
 )
 
 _PARAMETERS: Mapping[str, Any] = {
@@ -72,6 +83,20 @@ _PARAMETERS: Mapping[str, Any] = {
             "minimum": MIN_TIMEOUT_S,
             "maximum": MAX_TIMEOUT_S,
             "description": f"Seconds before the command is ended (default {DEFAULT_TIMEOUT_S}).",
+        },
+        "sandbox": {
+            "type": "boolean",
+            "description": (
+                "false to run outside the sandbox, only after the sandbox stopped the command "
+                "(a read-only file system, no network); needs a justification. Default true."
+            ),
+        },
+        "justification": {
+            "type": "string",
+            "description": (
+                "With sandbox: false: why the command must run outside the sandbox, in one "
+                "sentence; the user reads it before deciding."
+            ),
         },
     },
     "required": ["command"],
@@ -103,6 +128,25 @@ class Unsandboxed:
 
 
 UNSANDBOXED = Unsandboxed()
+
+
+@runtime_checkable
+class Sandbox(Launcher, Protocol):
+    """A launcher that confines the command: a call may leave it, and a failure is explained."""
+
+    def explain(self, output: str) -> str:
+        """The line that ends the result of a command that exited non-zero inside it: what it
+        forbids, and, when ``output`` shows it stopped the command, how to ask for more."""
+        ...
+
+
+@runtime_checkable
+class DeferredLauncher(Launcher, Protocol):
+    """A launcher chosen at the first call (``--sandbox auto``: the probe runs only then)."""
+
+    def resolve(self) -> Launcher:
+        """The launcher to use, chosen on the first call and the same ever after."""
+        ...
 
 
 def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:
@@ -138,24 +182,37 @@ class BashTool:
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
         command = _command(arguments)
         timeout_s = _timeout_s(arguments)
-        unknown = sorted(set(arguments) - {"command", "timeout_s"})
+        justification = _justification(arguments)
+        unknown = sorted(set(arguments) - {"command", "timeout_s", "sandbox", "justification"})
         if unknown:
             # Said, not ignored: a model that sent ``timeout`` (in ms) believes it took effect.
             names = ", ".join(f'"{name}"' for name in unknown)
             plural = "s" if len(unknown) > 1 else ""
             raise ToolError(
-                f"invalid arguments: unknown argument{plural} {names}; "
-                "bash takes command and timeout_s"
+                f"invalid arguments: unknown argument{plural} {names}; bash takes command and "
+                "timeout_s (and sandbox: false with a justification, to leave the sandbox)"
             )
+        launcher = self.launcher
+        if isinstance(launcher, DeferredLauncher):
+            launcher = launcher.resolve()
+        access = Access("shell", note=launcher.note)
+        sandbox = launcher if isinstance(launcher, Sandbox) else None
+        if justification is not None and sandbox is not None:
+            # Only a sandbox can be left: without one, sandbox: false changes nothing.
+            sandbox, launcher = None, UNSANDBOXED
+            note = f"(not sandboxed: {justification})"
+            access = Access("shell", leaves_sandbox=True, note=note)
 
         async def run() -> ToolOutput:
-            return await self._run(command, timeout_s)
+            return await self._run(command, timeout_s, launcher, sandbox)
 
-        return Invocation(Access("shell", note=self.launcher.note), f"$ {command}", run)
+        return Invocation(access, f"$ {command}", run)
 
-    async def _run(self, command: str, timeout_s: float) -> ToolOutput:
+    async def _run(
+        self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None
+    ) -> ToolOutput:
         workspace = self.workspace
-        argv = self.launcher.wrap(shell_argv(command, workspace.environment))
+        argv = launcher.wrap(shell_argv(command, workspace.environment))
         output = CappedOutput(workspace.output_dir, limit=OUTPUT_LIMIT, prefix="bash-")
         try:
             completion = await run_child(
@@ -170,7 +227,7 @@ class BashTool:
             raise ToolError(f"could not start {argv[0]} in {workspace.root}") from exc
         finally:
             output.close()
-        return _result(completion, output, timeout_s)
+        return _result(completion, output, timeout_s, sandbox)
 
 
 def _command(arguments: Mapping[str, Any]) -> str:
@@ -180,6 +237,23 @@ def _command(arguments: Mapping[str, Any]) -> str:
     if "\0" in command:
         raise ToolError("invalid arguments: command must not contain a NUL character")
     return command
+
+
+def _justification(arguments: Mapping[str, Any]) -> str | None:
+    """Why the call asks to leave the sandbox (``sandbox: false``); None when it does not."""
+    sandbox = arguments.get("sandbox")
+    if sandbox is None or sandbox is True:  # null, as some models send for an optional one
+        return None
+    if sandbox is not False:
+        raise ToolError(f"invalid arguments: sandbox must be true or false, not {sandbox!r}")
+    justification = arguments.get("justification")
+    text = " ".join(justification.split()) if isinstance(justification, str) else ""
+    if not text:
+        raise ToolError(
+            "invalid arguments: sandbox: false needs a justification, a non-empty string "
+            "saying why the command must run outside the sandbox"
+        )
+    return text
 
 
 def _timeout_s(arguments: Mapping[str, Any]) -> float:
@@ -199,14 +273,20 @@ def _timeout_s(arguments: Mapping[str, Any]) -> float:
     return float(value)
 
 
-def _result(completion: Completion, output: CappedOutput, timeout_s: float) -> ToolOutput:
-    """The call's result: the output, then how the command ended."""
+def _result(
+    completion: Completion, output: CappedOutput, timeout_s: float, sandbox: Sandbox | None
+) -> ToolOutput:
+    """The call's result: the output, then how the command ended (and what the sandbox forbids,
+    when a sandboxed command failed by itself)."""
     code = completion.returncode
     text = output.text()
+    said = text
     if code > 0:
         text = _end_line(text, f"[exit code: {code}]")
     elif code < 0:
         text = _end_line(text, f"[killed by signal {-code} ({signal_name(-code)})]")
+    if code != 0 and sandbox is not None and completion.ended == "exited":
+        text = _end_line(text, sandbox.explain(said))
     sent = ", then ".join(signum.name for signum in completion.signals)
     sent = f" (sent {sent})" if sent else ""
     match completion.ended:

@@ -510,3 +510,204 @@ def test_the_loop_records_a_cancelled_commands_partial_output(
     assert result.content.startswith("Error: the command was cancelled (sent SIGINT")
     assert "\npartial\n[killed by signal " in result.content
     wait_group_gone(pgid)
+
+
+# --- leaving a sandbox (issue 13), with a launcher that stands for one --------------------------
+# The real bubblewrap is tested in test_tools_sandbox.py; these run everywhere.
+
+from dsh_core.approval import Question  # noqa: E402
+from dsh_core.errors import TOOL_REFUSED  # noqa: E402
+from dsh_core.events import ApprovalDecided  # noqa: E402
+from dsh_core.llm import TextDelta  # noqa: E402
+from dsh_core.tools.shell import DeferredLauncher, Launcher, Sandbox  # noqa: E402
+
+
+class FakeSandbox:
+    """Counts as a sandbox (it can be left, it explains failures); marks what it runs."""
+
+    note = "(sandboxed: a stand-in)"
+
+    def wrap(self, argv: Any) -> list[str]:
+        return ["/usr/bin/env", "IN_FAKE_SANDBOX=yes", *argv]
+
+    def explain(self, output: str) -> str:
+        return f"[stand-in sandbox: {len(output)} characters seen]"
+
+
+class Deferred:
+    """A launcher chosen at the first call, counting how often it was asked to choose."""
+
+    def __init__(self, chosen: Launcher) -> None:
+        self.chosen = chosen
+        self.resolved = 0
+
+    @property
+    def note(self) -> str:
+        return self.resolve().note
+
+    def wrap(self, argv: Any) -> list[str]:
+        return self.resolve().wrap(argv)
+
+    def resolve(self) -> Launcher:
+        self.resolved += 1
+        return self.chosen
+
+
+@pytest.fixture
+def boxed(workspace: Workspace) -> BashTool:
+    return BashTool(workspace, launcher=FakeSandbox(), timings=FAST)
+
+
+def test_the_stand_ins_are_what_they_stand_for() -> None:
+    assert isinstance(FakeSandbox(), Sandbox)
+    assert isinstance(Deferred(FakeSandbox()), DeferredLauncher)
+    assert not isinstance(Deferred(FakeSandbox()), Sandbox)
+
+
+def test_the_spec_offers_to_leave_the_sandbox(bash: BashTool) -> None:
+    properties = bash.spec.parameters["properties"]
+    assert properties["sandbox"]["type"] == "boolean"
+    assert properties["justification"]["type"] == "string"
+    assert "sandbox: false" in bash.spec.description
+    assert "justification" in bash.spec.description
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"sandbox": False}, "sandbox: false needs a justification, a non-empty string"),
+        ({"sandbox": False, "justification": " \n"}, "sandbox: false needs a justification"),
+        ({"sandbox": False, "justification": ["x"]}, "sandbox: false needs a justification"),
+        ({"sandbox": "false", "justification": "x"}, "sandbox must be true or false, not 'false'"),
+        ({"sandbox": 0, "justification": "x"}, "sandbox must be true or false, not 0"),
+    ],
+)
+def test_leaving_needs_a_justification(
+    boxed: BashTool, arguments: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ToolError) as caught:
+        boxed.prepare({"command": "ls", **arguments})
+    assert caught.value.message.startswith(f"invalid arguments: {problem}")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"sandbox": True}, {"sandbox": None}, {"justification": "not asked to leave"}],
+)
+def test_staying_in_the_sandbox(boxed: BashTool, arguments: dict[str, Any]) -> None:
+    invocation = boxed.prepare({"command": "echo $IN_FAKE_SANDBOX", **arguments})
+    assert invocation.access == Access("shell", note="(sandboxed: a stand-in)")
+    assert run(invocation.run()).content == "yes\n"
+
+
+def test_leaving_the_sandbox(boxed: BashTool) -> None:
+    arguments = {
+        "command": "echo ${IN_FAKE_SANDBOX:-outside}; exit 4",
+        "sandbox": False,
+        "justification": "pip must\n  reach PyPI",
+    }
+    invocation = boxed.prepare(arguments)
+    assert invocation.access == Access(
+        "shell", leaves_sandbox=True, note="(not sandboxed: pip must reach PyPI)"
+    )
+    assert invocation.summary == "$ echo ${IN_FAKE_SANDBOX:-outside}; exit 4"
+    # Outside: not wrapped, and a failure is not the sandbox's to explain.
+    assert run(invocation.run()).content == "outside\n[exit code: 4]"
+
+
+def test_leaving_without_a_sandbox_changes_nothing(bash: BashTool) -> None:
+    invocation = bash.prepare({"command": "ls", "sandbox": False, "justification": "why not"})
+    assert invocation.access == Access("shell", note="(not sandboxed)")
+
+
+def test_the_unknown_argument_message_names_the_new_ones(bash: BashTool) -> None:
+    with pytest.raises(ToolError) as caught:
+        bash.prepare({"command": "ls", "sandboxed": False})
+    assert caught.value.message == (
+        'invalid arguments: unknown argument "sandboxed"; bash takes command and timeout_s '
+        "(and sandbox: false with a justification, to leave the sandbox)"
+    )
+
+
+def test_a_failure_inside_a_sandbox_is_explained(boxed: BashTool) -> None:
+    assert bash_run(boxed, "echo out; exit 3") == ToolOutput(
+        "out\n[exit code: 3]\n[stand-in sandbox: 4 characters seen]", exit_code=3
+    )
+    assert bash_run(boxed, "printf out; kill -9 $$").content == (
+        "out\n[killed by signal 9 (SIGKILL)]\n[stand-in sandbox: 3 characters seen]"
+    )
+    assert bash_run(boxed, "echo fine") == ToolOutput("fine\n", exit_code=0)
+    # A timeout is dsh's doing, not the sandbox's: no line.
+    timed_out = bash_run(boxed, "echo slow; exec sleep 1000", timeout_s=1)
+    assert timed_out.failure is not None
+    assert timed_out.content.endswith("slow\n[killed by signal 15 (SIGTERM)]")
+
+
+def test_a_deferred_launcher_chooses_at_the_first_call(workspace: Workspace) -> None:
+    launcher = Deferred(FakeSandbox())
+    tool = BashTool(workspace, launcher=launcher, timings=FAST)
+    assert (tool.spec.name, tool.describe({"command": "ls"})) == ("bash", "$ ls")
+    assert launcher.resolved == 0
+    invocation = tool.prepare({"command": "echo $IN_FAKE_SANDBOX; exit 1"})
+    assert invocation.access == Access("shell", note="(sandboxed: a stand-in)")
+    assert run(invocation.run()).content == (
+        "yes\n[exit code: 1]\n[stand-in sandbox: 4 characters seen]"
+    )
+    leaving = tool.prepare({"command": "ls", "sandbox": False, "justification": "x"})
+    assert leaving.access.leaves_sandbox
+
+
+def leave_in_a_conversation(
+    workspace: Workspace, tmp_path: Path, approval: ApprovalPolicy
+) -> tuple[ToolResult, ApprovalDecided]:
+    """One turn whose model asks to leave the sandbox; the call's result and decision."""
+    model = ScriptedModel()
+    arguments = {"command": "echo ran", "sandbox": False, "justification": "needs the network"}
+    call = ToolCall("call_1", "bash", json.dumps(arguments))
+    model.enqueue([ToolCallRequest(call), Finish("tool-calls")], [TextDelta("ok"), Finish("stop")])
+    store = SessionStore(tmp_path / "dsh", clock=ticking(), new_id=numbered())
+    with store.create(workspace.root) as log:
+        toolbox = Toolbox([BashTool(workspace, launcher=FakeSandbox(), timings=FAST)])
+        conversation = Conversation(model, log, model_name="m", toolbox=toolbox, approval=approval)
+        end = run(conversation.run_turn("go"))
+        records = [event.record for event in log.events]
+    assert end == TurnEnd(1, "completed")
+    (result,) = [r for r in records if isinstance(r, ToolResult)]
+    (decided,) = [r for r in records if isinstance(r, ApprovalDecided)]
+    return result, decided
+
+
+def test_leaving_is_refused_on_a_pipe_even_with_allow_shell(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    approval = ApprovalPolicy.granting(["shell"])
+    result, decided = leave_in_a_conversation(workspace, tmp_path, approval)
+    assert decided.outcome == "unavailable"
+    assert result.error is not None and result.error.code == TOOL_REFUSED
+    assert result.content == (
+        'Error: tool "bash" needs approval and there is no terminal to ask; '
+        "run with --sandbox off, or let it run in the sandbox"
+    )
+
+
+def test_leaving_runs_on_a_pipe_with_sandbox_off(workspace: Workspace, tmp_path: Path) -> None:
+    approval = ApprovalPolicy(frozenset(["shell"]), sandbox_off=True)
+    result, decided = leave_in_a_conversation(workspace, tmp_path, approval)
+    assert decided.outcome == "granted-by-flag"
+    assert (result.content, result.is_error) == ("ran\n", False)
+
+
+def test_leaving_is_asked_on_a_terminal_even_with_allow_shell(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    asked: list[Question] = []
+
+    async def ask(question: Question) -> Any:
+        asked.append(question)
+        return "yes"
+
+    approval = ApprovalPolicy.granting(["shell"], asker=ask)
+    result, decided = leave_in_a_conversation(workspace, tmp_path, approval)
+    assert decided.outcome == "allowed"
+    assert [q.invocation.access.note for q in asked] == ["(not sandboxed: needs the network)"]
+    assert result.content == "ran\n"

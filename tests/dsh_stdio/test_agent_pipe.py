@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 
 from dsh_core.testing.stub_server import StubServer, ToolCalls, validate_request
+from dsh_core.tools.sandbox import probe_bwrap
 from tests.support import (
     CANARY_KEY,
     DSH,
@@ -114,12 +116,21 @@ def start_dsh(
     )
 
 
+SANDBOX_NOTE = re.compile(r" \((?:sandboxed: writes [^\n]*|not sandboxed[^\n]*)\)$")
+"""What a ``bash`` call line ends with: whether it runs sandboxed depends on the machine
+(bubblewrap installed and working, or not), and ``test_the_call_line_says_whether_it_is_
+sandboxed`` checks it; the other tests compare the lines without it."""
+
+
 def tool_lines(stderr: str) -> list[str]:
-    """The transcript's tool lines on stderr (a line may go on, indented, on the next)."""
+    """The transcript's tool lines on stderr (a line may go on, indented, on the next), without
+    the sandbox note of a ``bash`` call."""
     lines: list[str] = []
     for line in stderr.split("\n"):
         if line.startswith("dsh: [tool "):
-            lines.append(line)
+            lines.append(
+                SANDBOX_NOTE.sub("", line) if line.startswith("dsh: [tool bash]") else line
+            )
         elif line.startswith("  ") and lines:
             lines[-1] += "\n" + line
     return lines
@@ -1087,3 +1098,38 @@ def test_read_of_a_file_without_read_permission(
     )
     assert data_of(events, "turn/end") == [{"turn": 1, "reason": {"kind": "completed"}}]
     assert_requests_valid(stub)
+
+
+def test_the_call_line_says_whether_it_is_sandboxed(
+    dsh_env: dict[str, str], home: Path, work: Path, tmp_path: Path
+) -> None:
+    result = run_dsh(dsh_env, work, "--allow", "shell", stdin="toolbash\n")
+    (line,) = [x for x in result.stderr.split("\n") if x.startswith("dsh: [tool bash] $")]
+    if probe_bwrap(dsh_env.get("PATH")) is None:
+        assert line == f"dsh: [tool bash] $ ls -la (sandboxed: writes only {work}, no network)"
+    else:
+        assert line.startswith("dsh: [tool bash] $ ls -la (not sandboxed: ")
+    # Without bwrap on the PATH (whatever this machine has): unsandboxed, said once per run.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("bash", "sh", "ls"):
+        found = shutil.which(program)
+        assert found is not None
+        (bin_dir / program).symlink_to(found)
+    bare = {**dsh_env, "PATH": str(bin_dir)}
+    result = run_dsh(bare, work, "--allow", "shell", stdin="toolbash\ntoolbash\n")
+    lines = [x for x in result.stderr.split("\n") if x.startswith("dsh: [tool bash] $")]
+    unsandboxed = "(not sandboxed: bubblewrap is not installed (no bwrap on PATH))"
+    assert lines == [f"dsh: [tool bash] $ ls -la {unsandboxed}"] * 2
+    notices = [x for x in result.stderr.split("\n") if "without a sandbox" in x]
+    assert notices == [
+        "dsh: commands run without a sandbox: bubblewrap is not installed (no bwrap on PATH); "
+        "to have one: Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap"
+    ]
+    # --sandbox on without it: a startup failure naming the package, and nothing written.
+    refused = run_dsh(bare, work, "--sandbox", "on", stdin="hello\n")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.startswith("dsh: startup failed: --sandbox on: bubblewrap is not")
+    assert "apt install bubblewrap" in refused.stderr
+    off = run_dsh(dsh_env, work, "--allow", "shell", "--sandbox", "off", stdin="toolbash\n")
+    assert "dsh: [tool bash] $ ls -la (not sandboxed)\n" in off.stderr

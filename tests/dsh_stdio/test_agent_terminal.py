@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 PROMPT = "> "
 CHOICES = "[y]es / [n]o / [a]lways this session: "
-_SANDBOX_NOTE = r" \((?:not sandboxed|sandboxed: [^\r\n]*?)\)"
+SANDBOX_NOTE = r" \((?:not sandboxed|sandboxed: [^\r\n]*?)\)"
 """What a ``bash`` question says about the sandbox: either, whichever this machine gets."""
 
 # -- waiting for a state, never for a time ------------------------------------------------------
@@ -113,10 +113,8 @@ class Terminal:
         ``note`` is the remark after the call; by default, for ``bash`` whether it runs in the
         sandbox, for other tools none.
         """
-        if note is None:
-            remark = _SANDBOX_NOTE if tool == "bash" else ""
-        else:
-            remark = " " + re.escape(note)
+        default = SANDBOX_NOTE if tool == "bash" else ""
+        remark = default if note is None else " " + re.escape(note)
         choices = re.escape(CHOICES)
         self.child.expect(rf"Allow {re.escape(tool)}\? {re.escape(shown)}{remark} {choices}")
 
@@ -210,7 +208,7 @@ def unique_sleep() -> str:
 
 def test_yes_runs_the_command(term: Terminal) -> None:
     term.send_turn("toolbash")
-    term.child.expect_exact("[tool bash] $ ls -la\r\n")
+    term.child.expect(rf"\[tool bash\] \$ ls -la{SANDBOX_NOTE}\r\n")
     term.expect_question("bash", "$ ls -la")
     term.keys("y\r")
     term.child.expect(r"\[tool bash exit 0\] \d+ lines\r\n")
@@ -239,7 +237,7 @@ def test_always_lasts_for_the_session_and_not_after_new(term: Terminal) -> None:
     term.keys("a\r")
     term.child.expect(r"\[tool bash exit 0\] \d+ lines")
     term.send_turn("toolbash again")
-    term.child.expect_exact("[tool bash] $ ls -la\r\n")
+    term.child.expect(rf"\[tool bash\] \$ ls -la{SANDBOX_NOTE}\r\n")
     asked = term.child.expect([r"Allow bash\?", r"\[tool bash exit 0\] \d+ lines"])
     assert asked == 1, "asked again after [a]lways"
     term.send_turn("/session")
@@ -413,7 +411,7 @@ def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
 ) -> None:
     stub.enqueue(bash("echo \x1b[31mred\x07"))
     term.send_turn("colour")
-    term.child.expect_exact("[tool bash] $ echo ^[[31mred^G\r\n")
+    term.child.expect(rf"\[tool bash\] \$ echo \^\[\[31mred\^G{SANDBOX_NOTE}\r\n")
     term.expect_question("bash", "$ echo ^[[31mred^G")
     term.keys("y\r")
     term.child.expect_exact("[tool bash exit 0] 1 line\r\n")
@@ -421,7 +419,7 @@ def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
 
     stub.enqueue(bash("echo one\necho two\necho three"))
     term.send_turn("lines")
-    term.child.expect_exact("[tool bash] $ echo one\r\n  echo two\r\n  echo three\r\n")
+    term.child.expect(rf"\[tool bash\] \$ echo one\r\n  echo two\r\n  echo three{SANDBOX_NOTE}\r\n")
     term.child.expect_exact("$ echo one\r\necho two\r\necho three\r\n")  # whole, before asking
     term.expect_question("bash", "$ echo one ...")
     term.keys("n\r")
