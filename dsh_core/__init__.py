@@ -38,7 +38,6 @@ from .loop import ToolStarting as ToolStarting
 from .loop import TurnFailed as TurnFailed
 from .session import LoadReport as LoadReport
 from .session import SessionEvent as SessionEvent
-from .session import SessionInfo as SessionInfo
 from .session import SessionLog as SessionLog
 from .session import SessionStore as SessionStore
 from .tools import Tool as Tool
@@ -68,7 +67,6 @@ __all__ = [
     "RetryNotice",
     "RetryPolicy",
     "SessionEvent",
-    "SessionInfo",
     "SessionLog",
     "SessionLogError",
     "SessionStore",

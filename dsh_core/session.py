@@ -52,7 +52,6 @@ __all__ = [
     "FORMAT_VERSION",
     "LoadReport",
     "SessionEvent",
-    "SessionInfo",
     "SessionLog",
     "SessionStore",
     "SessionSummary",
@@ -124,21 +123,6 @@ class LoadReport:
     """The turn this load closed as ``interrupted``, else None."""
     appended: int = 0
     """Events this load appended to close that turn (results for its calls, ``turn/end``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """A session as :meth:`SessionStore.list` sees it, from its header and file status only."""
-
-    id: str
-    cwd: str
-    """The working directory the session was started in."""
-    created: str
-    """The header's creation time."""
-    updated: datetime
-    """When the log was last written (its modification time), UTC."""
-    path: Path
-    """The ``session.jsonl`` file."""
 
 
 def format_time(moment: datetime) -> str:
@@ -471,30 +455,6 @@ class SessionStore:
         For readers (``dsh --show``): a session that a running dsh is writing can be read.
         """
         return read_log(self.find(session_id))
-
-    def list(self, cwd: Path | None = None) -> list[SessionInfo]:
-        """Sessions of ``cwd`` (or of every directory), most recently written first.
-
-        Reads only each header; a session whose header cannot be read is left out and logged.
-        """
-        if cwd is None:
-            keys = sorted(self.root.iterdir()) if self.root.is_dir() else []
-        else:
-            keys = [self.root / cwd_key(os.path.abspath(cwd))]
-        infos: list[SessionInfo] = []
-        for key in keys:
-            for path, status in self._logs(key):
-                try:
-                    header = _read_header(path)
-                except SessionLogError as exc:
-                    logger.warning("skipping a session: %s", error_chain(exc))
-                    continue
-                updated = datetime.fromtimestamp(status.st_mtime, UTC)
-                infos.append(
-                    SessionInfo(header["id"], header["cwd"], header["created"], updated, path)
-                )
-        infos.sort(key=lambda info: (info.updated, info.created, info.id), reverse=True)
-        return infos
 
     @staticmethod
     def _logs(key_dir: Path) -> Iterator[tuple[Path, os.stat_result]]:

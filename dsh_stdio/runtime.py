@@ -134,13 +134,13 @@ class Runtime:
         self.launcher = None
         if config.tools:
             workspace = Workspace.at(cwd, output_dir=log.path.parent / TOOL_OUTPUT_DIR)
-            self.launcher = choose_launcher(
+            launcher = self.launcher = choose_launcher(
                 config.sandbox,
                 workspace=workspace,
                 network="network" in config.allow,
                 on_chosen=self._sandbox_chosen,
             )
-            toolbox = Toolbox(builtin_tools(workspace, launcher=self.launcher))
+            toolbox = Toolbox(builtin_tools(workspace, launcher=lambda: launcher))
         prompt: str | None = None
         if not log.events:  # a resumed session keeps the system prompt it recorded
             context = system_prompt(cwd, tools=toolbox.names, first_part=config.system)

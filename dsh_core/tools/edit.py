@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..llm import ToolSpec
+from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput, count_lines
 from .diff import unified_diff
 from .paths import (
@@ -36,6 +37,7 @@ from .paths import (
     string_argument,
 )
 from .read import check_regular, check_unchanged, format_size, open_regular
+from .specs import MAX_EDIT_BYTES
 from .workspace import Fingerprint, Workspace
 
 __all__ = [
@@ -44,9 +46,6 @@ __all__ = [
     "WriteTool",
     "write_atomically",
 ]
-
-MAX_EDIT_BYTES = 16 * 1024 * 1024
-"""The largest file ``edit`` changes (it holds the file in memory, twice)."""
 
 
 class WriteTool:
@@ -57,23 +56,7 @@ class WriteTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            "write",
-            "Create a file, or replace a file's whole content, atomically; an existing file "
-            "keeps its permissions. An existing file must have been read with `read` in this "
-            "session and be unchanged on disk since. Missing parent directories are created. "
-            "Content is written as UTF-8, exactly as given. To change part of a file, use "
-            "`edit`.",
-            {
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "The file to write."},
-                    "content": {"type": "string", "description": "The whole new content."},
-                },
-                "required": ["file_path", "content"],
-                "additionalProperties": False,
-            },
-        )
+        return specs.WRITE
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         return _describe_path(self.workspace, arguments)
@@ -120,29 +103,7 @@ class EditTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            "edit",
-            "Replace an exact string in a file. `old_string` must occur exactly once in the "
-            "file (copy it exactly, whitespace and indentation included, and add surrounding "
-            "lines to make it unique) unless `replace_all` is true, which replaces every "
-            "occurrence. The file must have been read with `read` in this session and be "
-            "unchanged on disk since. The change is written atomically and keeps the file's "
-            f"permissions. Files over {format_size(MAX_EDIT_BYTES)} are refused.",
-            {
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "The file to change."},
-                    "old_string": {"type": "string", "description": "The exact text to replace."},
-                    "new_string": {"type": "string", "description": "The text to put instead."},
-                    "replace_all": {
-                        "type": "boolean",
-                        "description": "Replace every occurrence (default false).",
-                    },
-                },
-                "required": ["file_path", "old_string", "new_string"],
-                "additionalProperties": False,
-            },
-        )
+        return specs.EDIT
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         shown = _describe_path(self.workspace, arguments)

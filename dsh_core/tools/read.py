@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from ..llm import ToolSpec
+from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
 from .paths import Target, check_arguments, counted, display_path, int_argument, resolve_path
+from .specs import MAX_LINE_CHARS, MAX_LINES, MAX_OUTPUT_BYTES
 from .workspace import Fingerprint, Workspace
 
 __all__ = [
@@ -39,12 +41,6 @@ __all__ = [
     "open_regular",
 ]
 
-MAX_LINES = 2000
-"""Lines per call, also the largest ``limit``."""
-MAX_OUTPUT_BYTES = 50 * 1024
-"""UTF-8 bytes of numbered lines per call."""
-MAX_LINE_CHARS = 2000
-"""Characters of one line shown; the rest is cut with a marker."""
 SNIFF_BYTES = 8192
 """How much of a file's start decides whether it is text (``grep`` skips by the same rule)."""
 LONG_LINE_BYTES = 1024 * 1024
@@ -125,35 +121,7 @@ class ReadTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            "read",
-            "Read a text file. Returns numbered lines (line number, tab, text, like cat -n) "
-            "from line `offset` (1-based, default 1), at most `limit` lines (default and "
-            f"maximum {MAX_LINES}) and 50 KiB per call; when cut, a last line in brackets says "
-            f"the offset to read on from. Lines longer than {MAX_LINE_CHARS} characters are "
-            "cut. Binary files (a NUL byte or bytes that are not UTF-8 in the first 8 KiB), "
-            "directories and special files are refused. Paths are relative to the working "
-            "directory. Reading a file is required before `write` or `edit` change it.",
-            {
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "The file to read."},
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "The first line to show (1-based).",
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LINES,
-                        "description": f"How many lines to show (at most {MAX_LINES}).",
-                    },
-                },
-                "required": ["file_path"],
-                "additionalProperties": False,
-            },
-        )
+        return specs.READ
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         path = arguments.get("file_path")

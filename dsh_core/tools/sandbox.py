@@ -44,18 +44,15 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import stat
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ..errors import HarnessError
-from .shell import Launcher, Unsandboxed
+from .launchers import Launcher, Unsandboxed
 from .workspace import Workspace
 
 __all__ = [
@@ -286,6 +283,8 @@ class AutoSandbox:
             path = self.workspace.environment.get("PATH", os.defpath)
             problem = probe_bwrap(path, network=self.network)
             if problem is None:
+                import shutil
+
                 program = shutil.which("bwrap", path=path) or "bwrap"
                 chosen: Launcher = Bwrap.for_workspace(
                     self.workspace, network=self.network, program=program
@@ -325,6 +324,8 @@ def choose_launcher(
         return AutoSandbox(workspace, network=network, on_chosen=on_chosen)
     path = workspace.environment.get("PATH", os.defpath)
     require_bwrap(path, network=network)
+    import shutil  # kept out of startup: with bz2 and lzma it costs milliseconds
+
     program = shutil.which("bwrap", path=path) or "bwrap"
     return Bwrap.for_workspace(workspace, network=network, program=program)
 
@@ -348,6 +349,10 @@ def probe_bwrap(path: str | None = None, *, network: bool = False) -> str | None
 
 @functools.cache
 def _probe(path: str, network: bool) -> str | None:
+    import shutil
+    import subprocess
+    import tempfile
+
     program = shutil.which("bwrap", path=path)
     if program is None:
         return "bubblewrap is not installed (no bwrap on PATH)"

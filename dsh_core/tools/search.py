@@ -24,9 +24,11 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from ..llm import ToolSpec
+from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
+from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
 from .walk import Walk, glob_regex, rules_above, split_pattern
 from .workspace import Workspace
 
@@ -39,10 +41,6 @@ __all__ = [
     "literal_prefix",
 ]
 
-MAX_GLOB_PATHS = 100
-MAX_GREP_MATCHES = 250
-MAX_GREP_LINE_CHARS = 400
-"""Characters of a matching line shown; a longer line is shown around its match."""
 _CHUNK = 8 * 1024 * 1024
 """Files are searched in pieces of about this size (cut at line ends): bounded memory."""
 
@@ -55,27 +53,7 @@ class GlobTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            "glob",
-            "Find files by name with a glob pattern, relative to `path` (default: the working "
-            "directory): `*` and `?` match within one directory level, `**` any number of "
-            "levels, `{a,b}` either, `[abc]` one of. `*.py` matches only at the top level; "
-            f"`**/*.py` at any depth. Returns matching files, newest first, at most "
-            f"{MAX_GLOB_PATHS}, then a line saying how many more matched. Skips .git and "
-            "whatever .gitignore files ignore; symlinked directories are not followed.",
-            {
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "The glob, e.g. src/**/*.py"},
-                    "path": {
-                        "type": "string",
-                        "description": "The directory to search (default: working directory).",
-                    },
-                },
-                "required": ["pattern"],
-                "additionalProperties": False,
-            },
-        )
+        return specs.GLOB
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         pattern = arguments.get("pattern")
@@ -161,30 +139,7 @@ class GrepTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            "grep",
-            "Search file contents for a regular expression (Python `re` syntax; `(?i)` for "
-            "case-insensitive). Returns `path:line:text` lines, at most "
-            f"{MAX_GREP_MATCHES} matches, then a line saying the list was cut; long lines are "
-            f"shown as {MAX_GREP_LINE_CHARS} characters around the match. `path` is a "
-            "directory to search (default: the working directory) or one file; `glob` keeps "
-            "only files whose names match it (e.g. `*.py`; with a `/` it matches the path "
-            "below `path`, e.g. `src/**/*.ts`). Skips binary files, .git and whatever "
-            ".gitignore files ignore.",
-            {
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "The regular expression."},
-                    "path": {
-                        "type": "string",
-                        "description": "A directory or file (default: working directory).",
-                    },
-                    "glob": {"type": "string", "description": "Only files matching, e.g. *.py"},
-                },
-                "required": ["pattern"],
-                "additionalProperties": False,
-            },
-        )
+        return specs.GREP
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         pattern = arguments.get("pattern")

@@ -30,15 +30,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import shutil
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, assert_never, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, assert_never
 
 from ..errors import ABORTED
 from ..llm import ToolSpec
+from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
+from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox, Unsandboxed
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
+from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 from .workspace import Workspace
 
 __all__ = [
@@ -55,102 +56,11 @@ __all__ = [
     "shell_argv",
 ]
 
-DEFAULT_TIMEOUT_S = 120
-MIN_TIMEOUT_S = 1
-MAX_TIMEOUT_S = 600
-OUTPUT_LIMIT = 30_000
-"""Characters of output the model reads; the rest is in the output file."""
-
-_DESCRIPTION = (
-    "Run a shell command with `bash -c` in the working directory and return its output "
-    "(stdout and stderr interleaved). stdin is /dev/null: the command must not wait for input. "
-    f"Output over {OUTPUT_LIMIT:,} characters is cut in the middle, and the result names a "
-    "file that holds all of it. A non-zero exit status ends the result with `[exit code: N]`. "
-    f"The command is ended after timeout_s seconds (default {DEFAULT_TIMEOUT_S}, at most "
-    f"{MAX_TIMEOUT_S}). Processes it starts in the background are killed when it exits. "
-    "The command may run in a sandbox (then the approval note and a failed result say so): "
-    "it can write only in the working directory and /tmp, and has no network. Only when the "
-    "sandbox stopped a command that truly needs more, run it again with sandbox: false and "
-    "a justification; the user is asked every time."
-)
-
-_PARAMETERS: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string", "description": "The command line to run."},
-        "timeout_s": {
-            "type": "number",
-            "minimum": MIN_TIMEOUT_S,
-            "maximum": MAX_TIMEOUT_S,
-            "description": f"Seconds before the command is ended (default {DEFAULT_TIMEOUT_S}).",
-        },
-        "sandbox": {
-            "type": "boolean",
-            "description": (
-                "false to run outside the sandbox, only after the sandbox stopped the command "
-                "(a read-only file system, no network); needs a justification. Default true."
-            ),
-        },
-        "justification": {
-            "type": "string",
-            "description": (
-                "With sandbox: false: why the command must run outside the sandbox, in one "
-                "sentence; the user reads it before deciding."
-            ),
-        },
-    },
-    "required": ["command"],
-    "additionalProperties": False,
-}
-
-
-class Launcher(Protocol):
-    """How a command line is started; the sandbox of issue 13 is one."""
-
-    @property
-    def note(self) -> str:
-        """What the approval question says about it: ``(not sandboxed)``."""
-        ...
-
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        """The command line that runs ``argv`` (``[bwrap, ..., "--", *argv]``)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Unsandboxed:
-    """Runs the shell as it is."""
-
-    note: str = "(not sandboxed)"
-
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        return list(argv)
-
-
-UNSANDBOXED = Unsandboxed()
-
-
-@runtime_checkable
-class Sandbox(Launcher, Protocol):
-    """A launcher that confines the command: a call may leave it, and a failure is explained."""
-
-    def explain(self, output: str) -> str:
-        """The line that ends the result of a command that exited non-zero inside it: what it
-        forbids, and, when ``output`` shows it stopped the command, how to ask for more."""
-        ...
-
-
-@runtime_checkable
-class DeferredLauncher(Launcher, Protocol):
-    """A launcher chosen at the first call (``--sandbox auto``: the probe runs only then)."""
-
-    def resolve(self) -> Launcher:
-        """The launcher to use, chosen on the first call and the same ever after."""
-        ...
-
 
 def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:
     """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``."""
+    import shutil  # with bz2 and lzma it costs startup time; only a command needs it
+
     path = environment.get("PATH", os.defpath)
     shell = shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
     return [shell, "-c", command]
@@ -173,7 +83,7 @@ class BashTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec("bash", _DESCRIPTION, _PARAMETERS)
+        return specs.BASH
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         """``$ <command>``: the whole command, newlines and all (the front door neutralises)."""

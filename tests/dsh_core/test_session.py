@@ -509,9 +509,9 @@ def test_a_bad_header_is_refused(
 # --- finding sessions -------------------------------------------------------------------------
 
 
-def test_newest_and_list(store: SessionStore, tmp_path: Path) -> None:
+def test_newest_and_summaries(store: SessionStore, tmp_path: Path) -> None:
     assert store.newest(CWD) is None
-    assert store.list() == []
+    assert store.summaries() == []
     logs = [store.create(CWD), store.create(CWD), store.create(Path("/elsewhere"))]
     for n, log in enumerate(logs):
         log.close()
@@ -521,21 +521,21 @@ def test_newest_and_list(store: SessionStore, tmp_path: Path) -> None:
     assert found is not None
     with found[0] as newest:
         assert newest.id == "s0"
-    assert [info.id for info in store.list(CWD)] == ["s0", "s1"]
-    everything = store.list()
-    assert [info.id for info in everything] == ["s0", "s2", "s1"]
+    assert [summary.id for summary in store.summaries(CWD)] == ["s0", "s1"]
+    everything = store.summaries()
+    assert [summary.id for summary in everything] == ["s0", "s2", "s1"]
     assert everything[1].cwd == "/elsewhere"
     assert everything[1].path == logs[2].path
     assert everything[1].updated == datetime.fromtimestamp(1_000_002, UTC)
 
 
-def test_list_skips_an_unreadable_session_and_says_so(
-    store: SessionStore, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_summaries_show_an_unreadable_session_as_damaged(store: SessionStore) -> None:
     with store.create(CWD) as good, store.create(CWD) as bad:
         bad.path.write_bytes(b"garbage\n")
-    assert [info.id for info in store.list(CWD)] == [good.id]
-    assert "damaged at line 1" in caplog.text
+    summaries = {summary.id: summary for summary in store.summaries(CWD)}
+    assert summaries[good.id].damage is None
+    damage = summaries[bad.id].damage
+    assert damage is not None and "line 1" in damage
 
 
 def test_newest_refuses_rather_than_skips_a_damaged_session(store: SessionStore) -> None:
