@@ -45,7 +45,7 @@ from .tools import Toolbox as Toolbox
 from .tools import ToolError as ToolError
 from .tools import ToolOutput as ToolOutput
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ApprovalPolicy",

@@ -25,7 +25,6 @@ from .approve import TerminalQuestion
 from .config import StartupError
 from .render import neutralise
 from .runtime import Runtime
-from .sessions import replay_events
 from .signals import Stopper
 from .status import EXIT_OK
 
@@ -137,6 +136,8 @@ async def _show_resumed(runtime: Runtime, out: TextIO) -> None:
     turns = len(starts)
     out.write(f"dsh: resumed session {log.id} ({turns} turn{'' if turns == 1 else 's'})\n")
     if starts:
+        from .sessions import replay_events  # only a resume shows a stored turn
+
         out.write("dsh: the last exchange:\n")
         describe = runtime.conversation.toolbox.describe
         await replay_events(log.events[starts[-1] :], out, runtime.err, True, describe)
