@@ -36,6 +36,7 @@ __all__ = [
     "child_env",
     "log_problems",
     "proc_status",
+    "sandbox_python",
     "scan_log",
     "wait_blocked_reading",
     "wait_raw_mode",
@@ -267,3 +268,15 @@ def log_problems(path: Path) -> list[str]:
     turn left open. Empty for a whole log."""
     scan = scan_log(path)
     return scan.problems + scan.unfinished()
+
+
+def sandbox_python() -> str:
+    """A Python interpreter that a sandboxed command can run.
+
+    The sandbox has a private ``/tmp``: a virtual environment there (``.ci/run`` makes one) is
+    not visible inside it, so commands run the interpreter the environment was made from.
+    """
+    for candidate in (getattr(sys, "_base_executable", ""), os.path.realpath(sys.executable)):
+        if candidate and os.path.exists(candidate) and not candidate.startswith("/tmp/"):
+            return candidate
+    raise RuntimeError(f"no Python outside /tmp: {sys.executable}")

@@ -47,7 +47,7 @@ from tests.dsh_core.test_tools_shell import (  # noqa: F401 (fixtures used by na
     run,
     sigint_not_ignored,
 )
-from tests.support import wait_until
+from tests.support import sandbox_python, wait_until
 
 BWRAP_PROBLEM = probe_bwrap()
 needs_bwrap = pytest.mark.skipif(
@@ -378,7 +378,7 @@ def test_no_network(workspace: Workspace) -> None:
             f'import socket; socket.create_connection(("127.0.0.1", {port}), timeout=30); '
             'print("connected")'
         )
-        connect = f"{sys.executable} -c {shlex.quote(attempt)}"
+        connect = f"{sandbox_python()} -c {shlex.quote(attempt)}"
         output = bash_run(sandboxed(workspace), connect)
         assert "ConnectionRefusedError: [Errno 111] Connection refused" in output.content
         assert output.content.endswith(HINT)
@@ -495,7 +495,7 @@ def test_no_terminal_to_inject_into(bash: BashTool) -> None:
                     print(what, exc.strerror)
             """
         )
-        output = bash_run(bash, f"{sys.executable} -c {shlex.quote(attempt)}")
+        output = bash_run(bash, f"{sandbox_python()} -c {shlex.quote(attempt)}")
         assert output.content == (
             "tty_nr 0\n"
             "stdin Inappropriate ioctl for device\n"
@@ -570,7 +570,7 @@ def test_agent_sockets_are_hidden(workspace: Workspace) -> None:
                     print(path, exc.strerror)
             """
         )
-        command = f"{sys.executable} -c {shlex.quote(attempt)} {named} {other}"
+        command = f"{sandbox_python()} -c {shlex.quote(attempt)} {named} {other}"
         output = bash_run(sandboxed(workspace), command)
         assert output.content == f"{named} Connection refused\n{other} connected\n"
     finally:

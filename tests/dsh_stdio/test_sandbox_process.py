@@ -28,7 +28,6 @@ import shlex
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import textwrap
 import threading
@@ -54,7 +53,7 @@ from tests.dsh_stdio.test_agent_pipe import (
     wait_for_event,
 )
 from tests.dsh_stdio.test_agent_terminal import PROMPT, Terminal, spawn_terminal
-from tests.support import DSH, HANG_GUARD, child_env, wait_until
+from tests.support import DSH, HANG_GUARD, child_env, sandbox_python, wait_until
 
 __all__: list[str] = []
 
@@ -96,6 +95,7 @@ def stub() -> Iterator[StubServer]:
 def base() -> Iterator[Path]:
     """A fresh directory under :data:`HOST_DIR` (resolved), removed with all it holds."""
     path = Path(os.path.realpath(tempfile.mkdtemp(prefix="dsh-sandbox-test-", dir=HOST_DIR)))
+    assert not path.is_relative_to("/tmp"), f"{HOST_DIR} resolves into /tmp here: {path}"
     try:
         yield path
     finally:
@@ -246,7 +246,7 @@ def inject_command(text: str, paths: list[str]) -> str:
                 print(path, exc.strerror)
         """
     )
-    words = [sys.executable, "-c", script, text, *paths]
+    words = [sandbox_python(), "-c", script, text, *paths]
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -332,7 +332,7 @@ def test_a_loopback_server_is_out_of_reach(
         )
         commands = [
             f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected-bash",
-            f"{shlex.quote(sys.executable)} -c {shlex.quote(attempt)}",
+            f"{shlex.quote(sandbox_python())} -c {shlex.quote(attempt)}",
         ]
         stub.enqueue(bash_calls(*commands))
         allow = "shell,network" if network else "shell"
