@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 
-from dsh_core.testing.stub_server import StubServer
+from dsh_core.testing import StubServer
 from tests.support import DSH, child_env, proc_status
 
 

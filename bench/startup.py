@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dsh_core.testing.stub_server import StubServer
+from dsh_core.testing import StubServer
 
 BARE_HTTPX = """
 import httpx, json, sys

@@ -33,8 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dsh_core.llm import ToolCall
-from dsh_core.tools import Toolbox
-from dsh_core.tools.files import file_tools
+from dsh_core.tools import Toolbox, builtin_tools
 from dsh_core.tools.workspace import Workspace
 
 _VOCABULARY = """
@@ -104,7 +103,7 @@ def main() -> None:
         big.write_text("".join(f"line {i} of a fifty KiB file, for read\n" for i in range(1400)))
         count, total = tree_size(root)
         workspace = Workspace.at(root, Path(temporary) / "out")
-        toolbox = Toolbox(file_tools(workspace))
+        toolbox = Toolbox(builtin_tools(workspace))
         loop = asyncio.new_event_loop()
 
         def tool(name: str, **arguments: object) -> Callable[[], str]:

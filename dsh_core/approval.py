@@ -27,10 +27,23 @@ from .events import ApprovalOutcome
 from .llm import ToolCall
 from .tools.base import Access, Invocation, ToolError
 
-__all__ = ["ALL_GRANTS", "Answer", "ApprovalPolicy", "Asker", "Grant", "Question", "allowed"]
+__all__ = [
+    "ALL_GRANTS",
+    "TOOL_GRANTS",
+    "Answer",
+    "ApprovalPolicy",
+    "Asker",
+    "Grant",
+    "Question",
+    "allowed",
+]
 
 Grant = Literal["read", "write", "shell", "network"]
 ALL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell", "network"))
+"""Every name ``--allow`` takes."""
+TOOL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell"))
+"""What ``--allow all`` grants: every tool, without asking. The network stays closed to a
+sandboxed command unless ``--allow network`` says so by name."""
 
 Answer = Literal["yes", "no", "always"]
 """A person's answer: ``always`` is yes for every later call of this tool in this session."""
@@ -59,7 +72,8 @@ class ApprovalPolicy:
     sandbox_off: bool = False
     """``--sandbox off``: a command may run outside a sandbox without being asked about it."""
     always: set[str] = field(default_factory=set)
-    """Tools the person answered ``always`` for, in this session."""
+    """Tools the person answered ``always`` for, in this session (for calls that stay inside
+    the working directory; one that reaches outside is asked about every time)."""
 
     @classmethod
     def granting(cls, grants: Iterable[Grant], asker: Asker | None = None) -> ApprovalPolicy:
@@ -70,17 +84,20 @@ class ApprovalPolicy:
         access = invocation.access
         if access.leaves_sandbox:
             if self.asker is None:
-                return "granted-by-flag" if self.sandbox_off else "unavailable"
+                granted = self.sandbox_off and access.kind in self.grants
+                return "granted-by-flag" if granted else "unavailable"
             return await self._ask(call, invocation, remember=False)
         if access.kind == "read" and not access.outside:
             return None
         if access.kind in self.grants:
             return "granted-by-flag"
-        if call.name in self.always:
+        # "Always" covers what stays in the working directory: a yes to reading /etc/hosts
+        # is not a yes to reading ~/.ssh.
+        if call.name in self.always and not access.outside:
             return "allowed-always"
         if self.asker is None:
             return "unavailable"
-        return await self._ask(call, invocation, remember=True)
+        return await self._ask(call, invocation, remember=not access.outside)
 
     async def _ask(
         self, call: ToolCall, invocation: Invocation, *, remember: bool

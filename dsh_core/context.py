@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .chain import error_chain
+from .fileio import read_up_to
 
 __all__ = [
     "AGENTS_FILE",
@@ -76,7 +77,8 @@ def system_prompt(
         if first_part is not None
         else _first_part(cwd, tools=tools, now=now, platform=platform)
     )
-    included, warnings, sections = _agents_sections(agents_files(cwd), limit)
+    base = repository_root(cwd) or cwd
+    included, warnings, sections = _agents_sections(agents_files(cwd), limit, base)
     parts = [head.rstrip("\n")] if head.strip() else []
     if sections:
         parts.append(
@@ -156,13 +158,19 @@ class _Opened:
 
 
 def _agents_sections(
-    candidates: Sequence[Path], limit: int
+    candidates: Sequence[Path], limit: int, base: Path
 ) -> tuple[tuple[Path, ...], tuple[str, ...], list[str]]:
-    """(files included, warnings, one prompt section per file) for the candidates that exist."""
+    """(files included, warnings, one prompt section per file) for the candidates that exist.
+
+    A file is used only if it really lies under ``base`` (the repository root, else the working
+    directory): an AGENTS.md that is a symbolic link to ``~/.ssh/id_rsa`` must not send that
+    file to the provider without anyone being asked.
+    """
     found: list[tuple[Path, _Opened | str]] = []
+    inside = os.path.realpath(base)
     try:
         for path in candidates:
-            result = _open(path)
+            result = _open(path, inside)
             if result is not None:
                 found.append((path, result))
         opened = [result for _, result in found if isinstance(result, _Opened)]
@@ -196,8 +204,11 @@ def _agents_sections(
     return tuple(included), tuple(warnings), sections
 
 
-def _open(path: Path) -> _Opened | str | None:
+def _open(path: Path, inside: str) -> _Opened | str | None:
     """The file opened, or why it cannot be used, or None when there is none."""
+    real = os.path.realpath(path)
+    if os.path.lexists(path) and os.path.commonpath([real, inside]) != inside:
+        return f"a symbolic link leading outside {inside} (to {real})"
     try:
         # O_NONBLOCK: a FIFO named AGENTS.md must not hang the start of a session.
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -237,7 +248,7 @@ def _shares(sizes: Sequence[int], limit: int) -> list[int]:
 def _read(item: _Opened, share: int) -> tuple[str | None, str | None]:
     """(text, None), or (None, why it is left out). Reads ``share`` bytes and one more at most."""
     try:
-        data = _read_up_to(item.fd, share + 1)
+        data = read_up_to(item.fd, share + 1)
     except OSError as exc:
         return None, f"cannot read it ({error_chain(exc)})"
     cut = len(data) > share
@@ -250,15 +261,3 @@ def _read(item: _Opened, share: int) -> tuple[str | None, str | None]:
     except UnicodeDecodeError:
         return None, "not a text file (it is not UTF-8)"
     return text, None
-
-
-def _read_up_to(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    wanted = size
-    while wanted > 0:
-        chunk = os.read(fd, min(wanted, 1 << 16))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        wanted -= len(chunk)
-    return b"".join(chunks)

@@ -201,11 +201,6 @@ class DeepSeekAdapter:
         """The base URL as shown to people: trailing slash removed, user info redacted."""
         return self._shown_url
 
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """How transient failures are retried."""
-        return self._retry
-
     async def close(self) -> None:
         """Close the client this adapter created; a shared client is left to its owner."""
         self._closed = True

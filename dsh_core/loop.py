@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
@@ -61,6 +60,7 @@ from .events import (
     TurnStart,
     UserText,
 )
+from .fileio import format_size
 from .history import History, closing_records, message_tokens
 from .llm import (
     ChatModel,
@@ -146,14 +146,6 @@ PreTurnHook = Callable[["Conversation", str], str | None]
 
 class _CancelRequested(Exception):
     """Raised inside the turn's own task when ``cancel`` was called from that task."""
-
-
-def _size_text(size: int) -> str:
-    """``1.2 KiB``: rounded up, so a message just over a limit never reads as equal to it."""
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{math.ceil(size * 10 / scale) / 10:g} {unit}"
-    return f"{size} bytes"
 
 
 def _external_reason(exc: BaseException) -> str:
@@ -333,8 +325,8 @@ class Conversation:
 
     def _too_large(self, size: int) -> str:
         return (
-            f"the message is {_size_text(size)}, over the limit of "
-            f"{_size_text(self.input_limit)} per message: shorten it, or send it in parts"
+            f"the message is {format_size(size)}, over the limit of "
+            f"{format_size(self.input_limit)} per message: shorten it, or send it in parts"
         )
 
     def reject_oversized(self, size: int) -> TurnEnd:
@@ -534,7 +526,7 @@ class Conversation:
         step = turn.step.number
         try:
             invocation = self.toolbox.prepare(call)
-        except ToolError as exc:
+        except Exception as exc:  # bad arguments, or a tool that could not be set up
             on_event(ToolStarting(call, self.toolbox.describe(call)))
             self._answer(turn, call, ToolOutput.failed(exc), on_event)
             return
@@ -661,15 +653,18 @@ class Conversation:
         step = turn.step
         if step is not None and not step.recorded and step.shown:
             self._record_step(turn, step, interrupted=True)
-        why = end.reason if end.kind == "aborted" else f"the turn ended {end.kind}"
-        if turn.running is not None:
-            aborted = ToolError(f"cancelled while running ({why})", ABORTED)
-            self._answer(turn, turn.running, ToolOutput.failed(aborted), None)
-        if turn.pending:
-            not_started = ToolError(
-                f"not started: the turn was cancelled ({why})", ABORTED_BEFORE_DISPATCH
+        if end.kind == "aborted":
+            stopped = ToolError(f"cancelled while running ({end.reason})", ABORTED)
+            not_run = ToolError(
+                f"not started: the turn was cancelled ({end.reason})", ABORTED_BEFORE_DISPATCH
             )
-            self._answer_pending(turn, not_started, None)
+        else:  # a failure outside the tools (the observer, the log) ended the turn
+            stopped = ToolError(f"stopped: the turn ended {end.kind}", ABORTED)
+            not_run = ToolError(f"not run: the turn ended {end.kind}", TOOL_NOT_RUN)
+        if turn.running is not None:
+            self._answer(turn, turn.running, ToolOutput.failed(stopped), None)
+        if turn.pending:
+            self._answer_pending(turn, not_run, None)
         self.log.append(end, durable=True)
         return end
 

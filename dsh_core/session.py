@@ -10,7 +10,7 @@ Usage::
 
     store = SessionStore(Path("~/.dsh").expanduser())
     log = store.create(Path.cwd())
-    log.append("turn/start", {"turn": 1}, durable=True)
+    log.append(TurnStart(turn=1, model="deepseek-v4-flash"), durable=True)  # a typed record
     ...
     log, report = store.open(log.id)       # repairs what a crash left, and says so
     for notice in report.notices:
@@ -19,10 +19,12 @@ Usage::
 Each event is one ``write()`` of a whole line; ``durable=True`` adds an ``fsync``. Loading is
 the only place that changes existing bytes, and only at the tail: a torn last line is truncated,
 damage after the last complete ``turn/end`` is moved byte for byte into a sidecar file, and a turn
-left open is closed by appending ``turn/end {kind: "interrupted"}``. Every repair is reported in
-:class:`LoadReport`; damage anywhere earlier is refused. An open log holds an exclusive
-``flock`` so two processes never interleave their appends. The design note is
-``docs/notes/2026-11-30-session-log.md``.
+left open is closed by answering the tool calls it left (see
+:func:`dsh_core.history.closing_records`) and appending ``turn/end {kind: "interrupted"}``.
+Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. An open log
+holds an exclusive ``flock`` so two processes never interleave their appends. Readers that
+must not lock or repair (``--sessions``, ``--show``) use :meth:`SessionStore.summaries` and
+:func:`read_log`. The design note is ``docs/notes/2026-11-30-session-log.md``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any
 from .chain import error_chain
 from .errors import SessionLogError, UsageError
 from .events import Record, TurnEnd, TurnStart, parse_record, record_type
+from .fileio import fsync_directory
 from .history import closing_records
 
 __all__ = [
@@ -178,15 +181,6 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a new directory entry durable: fsync the directory that holds it."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _make_private_dirs(directory: Path) -> list[Path]:
@@ -379,9 +373,9 @@ class SessionStore:
             os.fsync(fd)
             # The new entries live in their parents: the file in ``directory``, each new
             # directory in the one above it.
-            _fsync_dir(directory)
+            fsync_directory(directory)
             for new in made:
-                _fsync_dir(new.parent)
+                fsync_directory(new.parent)
         except BaseException as exc:
             os.close(fd)
             if isinstance(exc, OSError):
@@ -559,7 +553,7 @@ class SessionStore:
         finally:
             os.close(fd)
         # The sidecar must be durable before the log loses those bytes.
-        _fsync_dir(path.parent)
+        fsync_directory(path.parent)
         return candidate
 
 
@@ -602,15 +596,6 @@ def _check_header(raw: bytes, path: Path) -> dict[str, Any]:
     return header
 
 
-def _read_header(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as file:
-            raw = file.readline(_HEADER_LIMIT)
-    except OSError as exc:
-        raise SessionLogError(f"cannot read session log {path}") from exc
-    return _check_header(raw, path)
-
-
 def _parse_event(raw: bytes, seq: int | None) -> SessionEvent | str:
     """The event on one whole line, or what is wrong with it; ``seq`` None: any seq will do."""
     try:
@@ -629,7 +614,7 @@ def _parse_event(raw: bytes, seq: int | None) -> SessionEvent | str:
     try:
         record = parse_record(kind, data)
     except ValueError as exc:
-        return f"a {kind} event whose data is wrong ({exc})"
+        return f"a {kind} event whose data is wrong ({error_chain(exc)})"
     return SessionEvent(number, time, record)
 
 
@@ -752,7 +737,15 @@ def summarise_log(path: Path, status: os.stat_result) -> SessionSummary:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         return SessionSummary(
-            session_id, path, None, updated, 0, None, False, None, f"cannot read: {exc}"
+            session_id,
+            path,
+            None,
+            updated,
+            0,
+            None,
+            False,
+            None,
+            f"cannot read: {error_chain(exc)}",
         )
     problems: list[str] = []
     cwd: str | None = None
@@ -770,13 +763,13 @@ def summarise_log(path: Path, status: os.stat_result) -> SessionSummary:
             first_user = _first_user_text(fd, head, size)
         except ValueError as exc:
             first_user = None
-            problems.append(f"its first user message cannot be read ({exc})")
+            problems.append(f"its first user message cannot be read ({error_chain(exc)})")
         turns, last_end, is_open = _last_turn(fd, size, head, problems)
         if size and os.pread(fd, 1, size - 1) != b"\n":
             problems.append("its last line is incomplete")
     except OSError as exc:
         return SessionSummary(
-            session_id, path, cwd, updated, 0, None, False, None, f"cannot read: {exc}"
+            session_id, path, cwd, updated, 0, None, False, None, f"cannot read: {error_chain(exc)}"
         )
     finally:
         os.close(fd)
@@ -871,7 +864,9 @@ def _last_turn(
                     record = _parse_line(line)
                 except ValueError as exc:
                     if not damaged:
-                        problems.append(f"a turn line near its end cannot be read ({exc})")
+                        problems.append(
+                            f"a turn line near its end cannot be read ({error_chain(exc)})"
+                        )
                     damaged = True
                 else:
                     if isinstance(record, TurnEnd | TurnStart):

@@ -16,7 +16,8 @@ Rules (SPEC sections 5 and 7):
   ``function.name`` once, ``function.arguments`` concatenated and never parsed (the loop parses
   them; an argument string that is not JSON is its business). When the step ends, one
   :class:`~dsh_core.llm.ToolCallRequest` per index, in index order, then ``Finish("tool-calls")``
-  (``Finish("max-tokens")`` after ``length``: the loop answers the calls "not run").
+  (``Finish("max-tokens")`` after ``length``: the loop answers the calls "not run"). Two calls
+  with one id are ``MALFORMED_RESPONSE``: results are matched to calls by id.
 - A final answer with no text and no tool call is ``EMPTY_RESPONSE``, reasoning or not.
 - Anything that is not the protocol is ``MALFORMED_RESPONSE``, with the payload quoted.
 """
@@ -302,11 +303,20 @@ class StreamParser:
         length = self.finish_reason == "length"
         if self._calls:
             events: list[Event] = []
+            indexes: dict[str, int] = {}
             for index in sorted(self._calls):
                 call = self._calls[index]
                 if call.id is None or call.name is None:
                     missing = "an id" if call.id is None else "a name"
                     return self._malformed_answer(f"sent tool call {index} without {missing}")
+                if call.id in indexes:
+                    # Results are matched to calls by id: the next request would carry two
+                    # results with one tool_call_id, and crash repair would see one call.
+                    return self._malformed_answer(
+                        f"sent tool calls {indexes[call.id]} and {index} with the same id "
+                        f"{_quote(call.id)}"
+                    )
+                indexes[call.id] = index
                 events.append(
                     ToolCallRequest(ToolCall(call.id, call.name, "".join(call.arguments)))
                 )

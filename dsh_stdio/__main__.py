@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug of ours: one clear line, never a traceback
-        sys.stderr.write(f"dsh: internal error: {error_chain(exc)}\n")
+        sys.stderr.write(f"dsh: internal error: {neutralise(error_chain(exc))}\n")
         return EXIT_INTERNAL
 
 

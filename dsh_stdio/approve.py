@@ -17,9 +17,12 @@ from dsh_core.approval import Answer, Question
 from .render import neutralise
 from .tty import STDIN, discard_typed_ahead
 
-__all__ = ["CHOICES", "TerminalQuestion", "question_text"]
+__all__ = ["CHOICES", "CHOICES_ONCE", "TerminalQuestion", "question_text"]
 
 CHOICES = "[y]es / [n]o / [a]lways this session"
+CHOICES_ONCE = "[y]es / [n]o"
+"""For a call that reaches outside the working directory or leaves the sandbox: such a yes is
+never remembered, so "always" is not offered."""
 
 
 def _shown(text: str) -> str:
@@ -38,13 +41,15 @@ def question_text(question: Question) -> tuple[str, str]:
     if invocation.preview:
         details.append(_shown(invocation.preview).rstrip("\n"))
     access = invocation.access
-    if access.outside:
-        places = ", ".join(neutralise(path) for path in access.outside)
+    unnamed = [path for path in access.outside if path not in invocation.summary]
+    if unnamed:  # the summary names most of them already
+        places = ", ".join(neutralise(path) for path in unnamed)
         details.append(f"(outside the working directory: {places})")
     note = f" {neutralise(access.note)}" if access.note else ""
     name = neutralise(question.call.name)
     shown = f"{first} ..." if rest else first
-    return "\n".join(details), f"Allow {name}? {shown}{note} {CHOICES}: "
+    choices = CHOICES_ONCE if access.outside or access.leaves_sandbox else CHOICES
+    return "\n".join(details), f"Allow {name}? {shown}{note} {choices}: "
 
 
 class TerminalQuestion:

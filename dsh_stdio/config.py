@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, NoReturn, get_args
 from urllib.parse import urlsplit
 
-from dsh_core.approval import ALL_GRANTS, Grant
+from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
 from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
 from dsh_core.loop import DEFAULT_MAX_STEPS
@@ -121,7 +121,7 @@ def _build_parser() -> _Parser:
         action="append",
         metavar="WHAT",
         help="let tools run without asking: read (outside this directory), write, shell, "
-        "network, all; comma-separated, repeatable",
+        "all (those three), network (for sandboxed commands); comma-separated, repeatable",
     )
     parser.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     parser.add_argument(
@@ -295,7 +295,7 @@ def _grants(values: Sequence[str]) -> frozenset[Grant]:
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
     for name in names:
         if name == "all":
-            grants |= ALL_GRANTS
+            grants |= TOOL_GRANTS
         elif name in ALL_GRANTS:
             grants.add(name)
         else:

@@ -78,27 +78,42 @@ def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
         sys.stderr.write(f"dsh: startup failed: {parsed} (see dsh --demo --help)\n")
         return 2
     down, deltas, rest = parsed
+    from dsh_core.chain import error_chain
     from dsh_core.testing import StubServer, closed_port
 
+    from .render import neutralise
+
     own_home = not os.environ.get("DSH_HOME")
-    home = tempfile.mkdtemp(prefix="dsh-demo-home-") if own_home else os.environ["DSH_HOME"]
-    workdir = tempfile.mkdtemp(prefix="dsh-demo-")
-    with open(os.path.join(workdir, "demo.txt"), "w", encoding="utf-8") as file:
-        file.write(DEMO_FILE_TEXT)
-    previous = os.getcwd()
+    made: list[str] = []
+    try:
+        home = tempfile.mkdtemp(prefix="dsh-demo-home-") if own_home else os.environ["DSH_HOME"]
+        made += [home] if own_home else []
+        workdir = tempfile.mkdtemp(prefix="dsh-demo-")
+        made.append(workdir)
+        with open(os.path.join(workdir, "demo.txt"), "w", encoding="utf-8") as file:
+            file.write(DEMO_FILE_TEXT)
+        previous = os.getcwd()
+        server = StubServer(long_deltas=deltas)
+        server.start()
+    except OSError as exc:  # no temporary directory, no port: one line, not a traceback
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+        chain = neutralise(error_chain(exc))
+        sys.stderr.write(f"dsh: startup failed: the demo cannot start: {chain}\n")
+        return 2
     os.environ["DSH_HOME"] = home
     os.environ["DEEPSEEK_API_KEY"] = DEMO_KEY
     try:
-        with StubServer(long_deltas=deltas) as server:
-            base_url = f"http://127.0.0.1:{closed_port()}" if down else server.url
-            os.environ["DEEPSEEK_BASE_URL"] = base_url
-            os.chdir(workdir)
-            sys.stderr.write(_banner(base_url, home, workdir))
-            if down:
-                sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
-            sys.stderr.flush()
-            return main(rest)
+        base_url = f"http://127.0.0.1:{closed_port()}" if down else server.url
+        os.environ["DEEPSEEK_BASE_URL"] = base_url
+        os.chdir(workdir)
+        sys.stderr.write(_banner(base_url, home, workdir))
+        if down:
+            sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
+        sys.stderr.flush()
+        return main(rest)
     finally:
+        server.stop()
         os.chdir(previous)
         shutil.rmtree(workdir, ignore_errors=True)  # a demo leaves nothing behind
         if own_home:

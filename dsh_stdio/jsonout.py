@@ -1,6 +1,5 @@
 """``--json``: stdout is one JSON object per line instead of the transcript (SPEC section 9).
 
-    {"type":"session","id":"20261201-...","cwd":"/src/app","created":"..."}       first
     {"type":"turn/start","seq":0,"time":"...","data":{"turn":1,"model":"..."}}   log events
     {"type":"assistant/delta","data":{"turn":1,"step":1,"text":"Hel"}}           as text arrives
     ...
@@ -34,9 +33,8 @@ class JsonView(TurnView):
         self.attach(log)
 
     def attach(self, log: SessionLog) -> None:
-        """Show ``log``'s events from now on, after a line naming the session."""
+        """Show ``log``'s events from now on (the session's id is on stderr at the end)."""
         log.on_append = self._logged
-        self._line({"type": "session", "id": log.id, "cwd": log.cwd, "created": log.created})
 
     def replay(self, events: list[SessionEvent]) -> None:
         """Show events already written by this run (a load's repairs) before any others."""

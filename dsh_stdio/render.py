@@ -23,6 +23,7 @@ __all__ = [
     "tool_call_line",
     "tool_result_line",
     "usage_line",
+    "writable",
 ]
 
 INTERRUPTED_LINE = "[turn interrupted by a previous process exit]"
@@ -97,8 +98,12 @@ def usage_line(usage: Usage | None, seconds: float) -> str:
 # C0 controls but TAB and LF, DEL, C1 controls, and the Unicode bidi and line-separator
 # controls that can reorder or hide what the user sees (Trojan Source).
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]"
 )
+_SURROGATES = re.compile("[\ud800-\udfff]")
+"""Halves of a UTF-16 pair, alone: a model can send one (``"\\ud800"``), and no UTF-8 stream
+can write it."""
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -109,6 +114,11 @@ def _visible(match: re.Match[str]) -> str:
     if code == 0x7F:
         return "^?"
     return f"<U+{code:04X}>"
+
+
+def writable(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD: what a pipe passes on as data."""
+    return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
 
 
 def neutralise(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -33,7 +33,7 @@ from dsh_core.tools.workspace import child_environment
 
 from .config import Config
 from .jsonout import JsonView
-from .render import INTERRUPTED_LINE
+from .render import INTERRUPTED_LINE, neutralise
 from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
@@ -51,8 +51,10 @@ class Runtime:
     config: Config
     store: SessionStore
     model: DeepSeekAdapter
-    conversation: Conversation
+    log: InitVar[SessionLog]
+    """The session's log: the conversation over it is built from the flags."""
     err: TextIO
+    conversation: Conversation = field(init=False)
     asker: Asker | None = None
     """The terminal's approval question; None on a pipe and in one-shot mode."""
     current_view: TurnView | None = None
@@ -86,19 +88,17 @@ class Runtime:
             found = store.newest(cwd)
             if found is None:
                 log, report = store.create(cwd), None
-                err.write(f"dsh: no session yet for {cwd}; started {log.id}\n")
+                err.write(neutralise(f"dsh: no session yet for {cwd}; started {log.id}") + "\n")
             else:
                 log, report = found
         else:
             log, report = store.create(cwd), None
         if report is not None:
             for notice in report.notices:
-                err.write(f"dsh: {notice}\n")
-        placeholder = Conversation(model, log, model_name=config.model)
-        runtime = cls(config, store, model, placeholder, err)
-        runtime.conversation = runtime._conversation(log, config.model)
+                err.write(f"dsh: {neutralise(notice)}\n")  # paths may hold anything
+        runtime = cls(config, store, model, log, err)
         if config.json:
-            view = runtime.view(out, terminal=False)  # the session line comes first
+            view = runtime.view(out, terminal=False)  # it shows the log from here on
             if report is not None and report.appended:
                 assert isinstance(view, JsonView)
                 view.replay(log.events[-report.appended :])
@@ -109,6 +109,9 @@ class Runtime:
             out.flush()
         runtime.resumed = report is not None
         return runtime
+
+    def __post_init__(self, log: SessionLog) -> None:
+        self.conversation = self._conversation(log, self.config.model)
 
     def ask_on(self, asker: Asker) -> None:
         """Let tool calls that need approval be asked about (the REPL)."""
@@ -145,7 +148,7 @@ class Runtime:
         if not log.events:  # a resumed session keeps the system prompt it recorded
             context = system_prompt(cwd, tools=toolbox.names, first_part=config.system)
             for warning in context.warnings:
-                self.err.write(f"dsh: {warning}\n")
+                self.err.write(f"dsh: {neutralise(warning)}\n")  # file names from a repository
             prompt = context.text or None
         return Conversation(
             self.model,
@@ -175,7 +178,7 @@ class Runtime:
         if self.current_view is not None:
             self.current_view.notice(text)
         else:
-            self.err.write(f"dsh: {text}\n")
+            self.err.write(f"dsh: {neutralise(text)}\n")
 
     def sandbox_state(self) -> str:
         """For ``/session``: whether commands run sandboxed, and how."""
@@ -231,6 +234,7 @@ class Runtime:
         ends the turn the failure left open before it starts the next. On a terminal, the
         waiting indicator shows until the first token and typing is not echoed meanwhile.
         """
+        view.begin()
         view.show_waiting()
         self.current_view = view
         try:
@@ -244,6 +248,7 @@ class Runtime:
 
     def reject_oversized(self, size: int, view: TurnView) -> TurnEnd:
         """Record and show a turn whose input line was too long to read whole."""
+        view.begin()
         try:
             end = self.conversation.reject_oversized(size)
         except SessionLogError as exc:

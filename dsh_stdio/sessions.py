@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,7 +38,7 @@ from dsh_core.session import SessionEvent, SessionStore, SessionSummary, read_lo
 from dsh_core.tools import Toolbox
 
 from .config import Config
-from .render import neutralise
+from .render import neutralise, writable
 from .status import EXIT_FAILED, EXIT_OK
 from .view import TurnView
 
@@ -55,8 +54,6 @@ __all__ = [
 FIRST_LINE_WIDTH = 60
 """Characters of the first user message a listing line shows."""
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
-"""Lone surrogates (a log can hold them) have no UTF-8 form: printed, they would raise."""
 
 Describe = Callable[[ToolCall], str]
 """A call's one-line summary, as :meth:`dsh_core.tools.Toolbox.describe` gives it."""
@@ -154,7 +151,7 @@ def _first_line(text: str | None) -> str:
 
 
 def _safe(text: str) -> str:
-    return neutralise(_SURROGATES.sub("\ufffd", text))
+    return neutralise(text)
 
 
 # --show
@@ -350,7 +347,7 @@ def _user_lines(text: str, terminal: bool) -> str:
     """``> `` before every line of the message; neutralised on a terminal."""
     if terminal:
         text = neutralise(text)
-    text = _SURROGATES.sub("\ufffd", text)
+    text = writable(text)
     lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
     return "".join(f"> {line}\n" for line in lines)
 

@@ -41,7 +41,9 @@ class Stopper:
             loop.add_signal_handler(sig, self._stop, status, reason)
 
     def _stop(self, status: int, reason: str) -> None:
-        if self.status is None:
+        # The first signal decides, but a SIGTERM (or SIGHUP) after a Ctrl-C still means the
+        # program was terminated: 143 says so (SPEC section 3).
+        if self.status is None or (self.status == EXIT_SIGINT and status != EXIT_SIGINT):
             self.status = status
         if not self._cancel_turn(reason):
             self._main.cancel()

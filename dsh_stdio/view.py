@@ -33,6 +33,7 @@ from .render import (
     tool_call_line,
     tool_result_line,
     usage_line,
+    writable,
 )
 
 __all__ = ["TurnView"]
@@ -74,6 +75,11 @@ class TurnView:
         self._on_output_error = on_output_error
         self.output_error: OSError | None = None
         """Why stdout refused a write; from then on, output is dropped."""
+        self.begin()
+
+    def begin(self) -> None:
+        """A turn starts: its tokens, time and retries are counted from here (``--json`` keeps
+        one view for the whole run)."""
         self.usage: Usage | None = None
         """The turn's tokens, summed over its steps."""
         self._retry_chain: str | None = None
@@ -125,7 +131,7 @@ class TurnView:
 
     def _to_stderr(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):  # stderr is only a side channel
-            self._err.write(text)
+            self._err.write(writable(text))
             self._err.flush()
 
     def _dim(self, text: str) -> str:
@@ -191,7 +197,7 @@ class TurnView:
                 assert_never(event)
 
     def _text(self, text: str) -> None:
-        self._write(neutralise(text) if self._terminal else text)
+        self._write(neutralise(text) if self._terminal else writable(text))
 
     def _reasoning(self, text: str) -> None:
         if self._terminal:

@@ -1,4 +1,4 @@
-"""The stub server's command line, and one import for everything a test scripts it with.
+"""The stub server's command line: ``python -m dsh_core.testing.stub_server [--port N]``.
 
 A real OpenAI-compatible ``POST /chat/completions`` server on loopback, to fail on demand. Tests
 queue behaviours; the demo triggers them with words in the prompt (:data:`TRIGGERS`)::
@@ -15,9 +15,9 @@ merely extends an earlier one (the agent loop joins a failed turn's message to t
 blank line) counts only for what it adds. Every request is first checked against DeepSeek's
 tool-call rules (a 400 with DeepSeek's text otherwise).
 
-Where each part lives: :mod:`.behaviours` (what an answer can be), :mod:`.triggers` (words to
-behaviours), :mod:`.validation` (the 400 rules), :mod:`.server` (sockets, HTTP, dispatch),
-:mod:`.responder` (bytes on the wire).
+Tests import it from :mod:`dsh_core.testing`. Where each part lives: :mod:`.behaviours` (what
+an answer can be), :mod:`.triggers` (words to behaviours), :mod:`.validation` (the 400 rules),
+:mod:`.server` (sockets, HTTP, dispatch), :mod:`.responder` (bytes on the wire).
 
 ``python -m dsh_core.testing.stub_server [--port N]`` serves until Ctrl-C.
 """
@@ -30,62 +30,10 @@ import sys
 import time
 
 from ..chain import error_chain
-from .behaviours import (
-    Answer,
-    Behaviour,
-    Cut,
-    Disconnect,
-    Empty,
-    EndWithoutDone,
-    Held,
-    HttpError,
-    InBandError,
-    KeepAlives,
-    LongStream,
-    Malformed,
-    RawStream,
-    SlowStream,
-    Stall,
-    ToolCalls,
-    WrongContentType,
-)
-from .server import StubServer, closed_port
-from .triggers import ESCAPE_TEXT, TRIGGERS
-from .validation import (
-    REASONING_NOT_PASSED_BACK,
-    TOOL_MESSAGE_UNASKED,
-    TOOL_MESSAGES_MISSING,
-    validate_request,
-)
+from .server import StubServer
+from .triggers import TRIGGERS
 
-__all__ = [
-    "ESCAPE_TEXT",
-    "REASONING_NOT_PASSED_BACK",
-    "TOOL_MESSAGES_MISSING",
-    "TOOL_MESSAGE_UNASKED",
-    "TRIGGERS",
-    "Answer",
-    "Behaviour",
-    "Cut",
-    "Disconnect",
-    "Empty",
-    "EndWithoutDone",
-    "Held",
-    "HttpError",
-    "InBandError",
-    "KeepAlives",
-    "LongStream",
-    "Malformed",
-    "RawStream",
-    "SlowStream",
-    "Stall",
-    "StubServer",
-    "ToolCalls",
-    "WrongContentType",
-    "closed_port",
-    "main",
-    "validate_request",
-]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -139,7 +139,7 @@ class Toolbox:
         if tool is not None:
             try:
                 return tool.describe(_arguments(call))
-            except ToolError:
+            except Exception:  # a summary is decoration: the arguments will do
                 pass
         text = " ".join(call.arguments.split())
         return text if len(text) <= 120 else text[:117] + "..."

@@ -23,6 +23,7 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
+from ..fileio import format_size, fsync_directory
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput, count_lines
@@ -36,16 +37,11 @@ from .paths import (
     resolve_path,
     string_argument,
 )
-from .read import check_regular, check_unchanged, format_size, open_regular
+from .regular import check_regular, check_unchanged, open_regular
 from .specs import MAX_EDIT_BYTES
 from .workspace import Fingerprint, Workspace
 
-__all__ = [
-    "MAX_EDIT_BYTES",
-    "EditTool",
-    "WriteTool",
-    "write_atomically",
-]
+__all__ = ["EditTool", "WriteTool", "write_atomically"]
 
 
 class WriteTool:
@@ -252,7 +248,7 @@ def write_atomically(
             _check_still(target, expect)
             _put(temporary, path, target, replace=expect is not None)
             for changed in {directory, *(os.path.dirname(d) for d in created)}:
-                _fsync_directory(changed)
+                fsync_directory(changed)
             status = os.stat(path)
         except OSError as exc:
             raise ToolError(f"cannot write {target.shown}") from exc
@@ -327,14 +323,3 @@ def _put(temporary: str, path: str, target: Target, *, replace: bool) -> None:
         os.replace(temporary, path)
         return
     os.unlink(temporary)
-
-
-def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # file systems that cannot
-            raise
-    finally:
-        os.close(fd)

@@ -15,7 +15,8 @@ __all__ = ["UNSANDBOXED", "DeferredLauncher", "Launcher", "Sandbox", "Unsandboxe
 
 
 class Launcher(Protocol):
-    """How a command line is started; the sandbox of issue 13 is one."""
+    """How a command line is started: as it is, or inside a sandbox (bubblewrap: a read-only
+    file system but for the working directory, no network)."""
 
     @property
     def note(self) -> str:

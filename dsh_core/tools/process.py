@@ -27,6 +27,12 @@ How it ends (times are :class:`Timings` fields; these are the defaults):
 
 After any of these, the rest of the group gets SIGKILL: no child in the group outlives the call.
 
+Before the first child starts, dsh makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``,
+:func:`hide_own_environment`): the API key is gone from the child's environment, but still in
+dsh's own startup environment, which ``cat /proc/$PPID/environ`` in an unsandboxed command of
+the same user would otherwise read. Other processes of that user can then read none of dsh's
+``/proc`` files that need ptrace access (and cannot attach a debugger); root still can.
+
 Limit: a descendant that leaves the group (``setsid``, a daemon that double-forks) is out of
 reach of ``killpg``; the call still returns (the pipe is given up after the grace), but that
 process lives on. ``prctl(PR_SET_CHILD_SUBREAPER)`` would let dsh find such orphans, but it is
@@ -40,6 +46,8 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
+import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -61,11 +69,19 @@ __all__ = [
     "Ended",
     "Escalation",
     "Timings",
+    "hide_own_environment",
     "run_child",
     "signal_name",
 ]
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+# A library must not print: the last-resort handler would write warnings to stderr.
+logger.addHandler(logging.NullHandler())
+
+_PR_SET_DUMPABLE = 4
+"""``prctl`` option from ``<linux/prctl.h>``."""
 
 Escalation = tuple[tuple[float, signal.Signals], ...]
 """Signals for a process group, each at its time in seconds since the stopping began."""
@@ -140,6 +156,7 @@ async def run_child(
     Raises OSError when the child cannot be started (a missing ``cwd`` or program). A
     cancellation is absorbed once the child is ended (see the module docstring).
     """
+    hide_own_environment()
     child = _Child.start(argv, cwd, env, sink)
     ended: Ended = "exited"
     signals: tuple[signal.Signals, ...] = ()
@@ -161,6 +178,22 @@ async def run_child(
     if not signals:
         ended = "exited"  # it exited by itself just as the time ran out or the cancel came
     return Completion(child.returncode, ended, signals)
+
+
+@functools.cache
+def hide_own_environment() -> None:
+    """Make dsh non-dumpable, once per process, so that a command of the same user cannot read
+    its ``/proc/<pid>/environ`` (the API key). A failure is logged at debug level and ignored:
+    this is defence in depth (the sandbox, when there is one, hides dsh's processes anyway)."""
+    import ctypes  # only a command needs it: kept out of startup
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
+    except (OSError, AttributeError) as exc:  # not Linux: no prctl
+        logger.debug("could not make dsh non-dumpable: %s", error_chain(exc))
 
 
 class _Child:

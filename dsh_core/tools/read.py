@@ -8,38 +8,26 @@
 What counts as text: no NUL byte in the first 8 KiB, and those 8 KiB valid UTF-8 (git's and
 grep's NUL rule, plus the encoding every model edit assumes). A later byte that is not UTF-8 is
 shown as U+FFFD, with a note. A file is streamed: a 2 GB file costs what the lines shown cost.
-Only regular files are opened, and never in a way that can block (a FIFO or a device is refused
-from its type, and the open is ``O_NONBLOCK`` in case it was swapped in between).
-
-Also here, for ``write`` and ``edit``: :func:`open_regular` and :func:`check_unchanged`.
+Only regular files are opened, and never in a way that can block (:mod:`.regular`).
 """
 
 from __future__ import annotations
 
 import codecs
 import os
-import stat
 from collections.abc import Mapping
 from typing import IO, Any
 
+from ..fileio import format_size
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
 from .paths import Target, check_arguments, counted, display_path, int_argument, resolve_path
+from .regular import open_regular
 from .specs import MAX_LINE_CHARS, MAX_LINES, MAX_OUTPUT_BYTES
 from .workspace import Fingerprint, Workspace
 
-__all__ = [
-    "MAX_LINES",
-    "MAX_LINE_CHARS",
-    "MAX_OUTPUT_BYTES",
-    "SNIFF_BYTES",
-    "ReadTool",
-    "check_regular",
-    "check_unchanged",
-    "format_size",
-    "open_regular",
-]
+__all__ = ["SNIFF_BYTES", "ReadTool", "read_text"]
 
 SNIFF_BYTES = 8192
 """How much of a file's start decides whether it is text (``grep`` skips by the same rule)."""
@@ -52,65 +40,6 @@ COUNT_REST_BYTES = 8 * 1024 * 1024
 _BLOCK = 64 * 1024
 _LINE_BYTES = MAX_LINE_CHARS * 4 + 4
 """Bytes read of one line: enough for MAX_LINE_CHARS characters of any UTF-8 width."""
-
-
-def open_regular(target: Target, verb: str) -> tuple[int, os.stat_result]:
-    """A descriptor open for reading on a regular file, and its status; ToolError otherwise.
-
-    The type is checked before opening (a FIFO's open would wait for a writer) and again on the
-    descriptor, since the name may have been swapped in between.
-    """
-    try:
-        status = os.stat(target.real)
-    except OSError as exc:
-        raise ToolError(f"cannot {verb} {target.shown}") from exc
-    check_regular(target, status, verb)
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-    try:
-        fd = os.open(target.real, flags)
-    except OSError as exc:
-        raise ToolError(f"cannot {verb} {target.shown}") from exc
-    try:
-        status = os.fstat(fd)
-        check_regular(target, status, verb)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, status
-
-
-def check_regular(target: Target, status: os.stat_result, verb: str) -> None:
-    """ToolError unless ``status`` is a regular file's, saying what it is instead."""
-    mode = status.st_mode
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISDIR(mode):
-        what = "it is a directory (glob lists the files in it)"
-    elif stat.S_ISFIFO(mode):
-        what = "it is a named pipe (FIFO), not a regular file"
-    elif stat.S_ISSOCK(mode):
-        what = "it is a socket, not a regular file"
-    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        what = "it is a device, not a regular file"
-    else:
-        what = "it is not a regular file"
-    raise ToolError(f"cannot {verb} {target.shown}: {what}")
-
-
-def check_unchanged(workspace: Workspace, target: Target, now: os.stat_result, verb: str) -> None:
-    """ToolError unless ``target`` was read in this session and is as it was then."""
-    then = workspace.read_files.fingerprint(target.real)
-    if then is None:
-        raise ToolError(
-            f"cannot {verb} {target.shown}: it was not read in this session; "
-            f"read it first (any part), then {verb} it"
-        )
-    change = then.change(Fingerprint.of(now))
-    if change:
-        raise ToolError(
-            f"cannot {verb} {target.shown}: it changed on disk since it was read ({change}); "
-            "read it again first"
-        )
 
 
 class ReadTool:
@@ -311,16 +240,3 @@ def _count_lines(file: IO[bytes]) -> int:
         lines += chunk.count(b"\n")
         block = chunk
     return lines + (1 if block and not block.endswith(b"\n") else 0)
-
-
-def format_size(size: int) -> str:
-    """``812 bytes``, ``50.0 KiB``, ``1.9 GiB``."""
-    if size < 1024:
-        return f"{size:,} bytes"
-    units = ("KiB", "MiB", "GiB", "TiB")
-    value = size / 1024
-    index = 0
-    while value >= 1024 and index < len(units) - 1:
-        value /= 1024
-        index += 1
-    return f"{value:.1f} {units[index]}"

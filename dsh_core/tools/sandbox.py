@@ -1,7 +1,8 @@
 """``bash`` under bubblewrap: writes only the working directory, no network (SPEC section 8).
 
+    # at startup; raises SandboxUnavailable for "on" when bwrap cannot run here
     launcher = choose_launcher(config.sandbox, workspace=workspace, network="network" in allow)
-    tool = BashTool(workspace, launcher=launcher)       # raises SandboxUnavailable for "on"
+    tool = BashTool(workspace, launcher=launcher)
 
 ``off`` runs commands as they are; ``on`` probes ``bwrap`` at once and raises
 :class:`SandboxUnavailable` (naming the ``bubblewrap`` package) when it cannot run; ``auto``
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ..chain import error_chain
 from ..errors import HarnessError
 from .launchers import Launcher, Unsandboxed
 from .workspace import Workspace
@@ -375,7 +377,7 @@ def _probe(path: str, network: bool) -> str | None:
         except subprocess.TimeoutExpired:
             return f"{program} did not finish a probe command in {_PROBE_TIMEOUT_S:g} s"
         except OSError as exc:
-            return f"{program} could not be started: {exc}"
+            return f"{program} could not be started: {error_chain(exc)}"
     if done.returncode == 0 and done.stdout.decode(errors="replace").strip() == marker:
         return None
     said = " ".join(done.stderr.decode(errors="replace").split())

@@ -3,8 +3,9 @@
 Both skip ``.git`` and what ``.gitignore`` files ignore, never follow a directory symlink, and
 say in their result what they could not read. ``glob`` lists files newest first; ``grep`` shows
 ``path:line:text`` in walk order (name order, a directory's files before its subdirectories).
-Both run in a worker thread (the event loop stays free for Ctrl-C), told to stop when the call
-is cancelled.
+Both run in a daemon thread, so that the event loop goes on (though not during one ``re``
+search: the regex engine holds the GIL), told to stop when the call is cancelled, and left
+behind at exit if still busy (:func:`in_daemon_thread`).
 
 ``grep`` is fast where Python can be: one ``re`` search over a file's whole text, line numbers
 counted only around matches, and a file that cannot hold the pattern's literal start (see
@@ -14,6 +15,8 @@ counted only around matches, and a file that cannot hold the pattern's literal s
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import heapq
 import os
 import re
@@ -21,8 +24,9 @@ import stat
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from ..fileio import read_up_to
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
@@ -32,14 +36,10 @@ from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
 from .walk import Walk, glob_regex, rules_above, split_pattern
 from .workspace import Workspace
 
-__all__ = [
-    "MAX_GLOB_PATHS",
-    "MAX_GREP_LINE_CHARS",
-    "MAX_GREP_MATCHES",
-    "GlobTool",
-    "GrepTool",
-    "literal_prefix",
-]
+__all__ = ["GlobTool", "GrepTool", "in_daemon_thread", "literal_prefix"]
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 _CHUNK = 8 * 1024 * 1024
 """Files are searched in pieces of about this size (cut at line ends): bounded memory."""
@@ -265,7 +265,7 @@ def _pieces(fd: int, data: bytes, *, whole: bool) -> Iterator[tuple[bytes, bool]
         return
     carry = data
     while True:
-        block = _read_fully(fd, _CHUNK)
+        block = read_up_to(fd, _CHUNK)
         if not block:
             yield carry, True
             return
@@ -275,18 +275,6 @@ def _pieces(fd: int, data: bytes, *, whole: bool) -> Iterator[tuple[bytes, bool]
             cut = len(data)
         yield data[:cut], False
         carry = data[cut:]
-
-
-def _read_fully(fd: int, size: int) -> bytes:
-    """Up to ``size`` bytes (os.read may return fewer before the end)."""
-    parts = []
-    while size > 0:
-        part = os.read(fd, size)
-        if not part:
-            break
-        parts.append(part)
-        size -= len(part)
-    return b"".join(parts)
 
 
 def _matching_lines(regex: re.Pattern[str], text: str, first: int) -> Iterator[tuple[int, str]]:
@@ -385,13 +373,42 @@ def _begin(
 
 
 def _runner(work: Callable[[threading.Event], str]) -> Callable[[], Awaitable[ToolOutput]]:
-    """``run`` for a walk: in a worker thread, told to stop when the call is cancelled."""
+    """``run`` for a walk: in a daemon thread, told to stop when the call is cancelled."""
 
     async def run() -> ToolOutput:
         stop = threading.Event()
         try:
-            return ToolOutput(await asyncio.to_thread(work, stop))
+            return ToolOutput(await in_daemon_thread(work, stop))
         finally:
             stop.set()
 
     return run
+
+
+async def in_daemon_thread(function: Callable[[A], R], argument: A) -> R:
+    """``function(argument)`` run in a daemon thread of its own; its result or its exception.
+
+    Not ``asyncio.to_thread``: ``asyncio.run`` joins the default executor's threads at its end,
+    so a cancelled search still busy (a regex that never gets back to checking ``stop``) would
+    keep dsh from exiting. A daemon thread is left behind instead; its result goes nowhere.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[R] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():  # cancelled meanwhile: nobody waits for the answer
+            outcome()
+
+    def target() -> None:
+        try:
+            result = function(argument)
+        except BaseException as exc:
+            answer = functools.partial(future.set_exception, exc)
+        else:
+            answer = functools.partial(future.set_result, result)
+        # RuntimeError: the loop is closed, the call was abandoned long ago.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, answer)
+
+    threading.Thread(target=target, name="dsh-search", daemon=True).start()
+    return await future

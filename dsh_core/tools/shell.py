@@ -15,14 +15,15 @@ for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
 (``command timed out after N s``) with the partial output after it; a cancelled call is an
 ``ABORTED`` failure with its partial output.
 
-The seam for the sandbox (issue 13, :mod:`dsh_core.tools.sandbox`): a :class:`Launcher` turns
-the shell's command line into the one that is run (``bwrap ... -- bash -c <command>``) and names
-what the approval question says about it (:data:`UNSANDBOXED`: ``(not sandboxed)``). A
-:class:`Sandbox` is a launcher that confines the command: a call may ask to leave it
+How the shell is started is a :class:`~.launchers.Launcher`'s business: it turns the shell's
+command line into the one that is run and names what the approval question says about it
+(:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox` is a
+launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... -- bash -c
+<command>``, writing only in the working directory, no network). A call may ask to leave it
 (``sandbox: false`` with a ``justification``: its :class:`~dsh_core.tools.base.Access` has
 ``leaves_sandbox``, which is always asked about), and a command that exits non-zero inside it
-gets a last line saying what the sandbox forbids. A :class:`DeferredLauncher` chooses its
-launcher at the first call (``--sandbox auto`` probes bwrap only then).
+gets a last line saying what the sandbox forbids. A :class:`~.launchers.DeferredLauncher`
+chooses its launcher at the first call (``--sandbox auto`` probes bwrap only then).
 """
 
 from __future__ import annotations
@@ -37,24 +38,12 @@ from ..errors import ABORTED
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
-from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox, Unsandboxed
+from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 from .workspace import Workspace
 
-__all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "MAX_TIMEOUT_S",
-    "MIN_TIMEOUT_S",
-    "OUTPUT_LIMIT",
-    "UNSANDBOXED",
-    "BashTool",
-    "DeferredLauncher",
-    "Launcher",
-    "Sandbox",
-    "Unsandboxed",
-    "shell_argv",
-]
+__all__ = ["BashTool", "shell_argv"]
 
 
 def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:

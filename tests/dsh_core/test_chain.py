@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dsh_core import error_chain
 from dsh_core.chain import MAX_LINKS, iter_chain
-from dsh_core.testing.stub_server import closed_port
+from dsh_core.testing import closed_port
 from tests.reliability.faults import FaultServer, hang
 
 

@@ -167,3 +167,19 @@ def test_a_git_file_marks_a_repository_root_too(tmp_path: Path) -> None:
     (tmp_path / "wt" / "sub").mkdir(parents=True)
     (tmp_path / "wt" / ".git").write_text("gitdir: /elsewhere\n")
     assert repository_root(tmp_path / "wt" / "sub") == tmp_path / "wt"
+
+
+def test_an_agents_file_leading_outside_the_repository_is_left_out(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the private key\n")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "AGENTS.md").symlink_to(secret)
+    (repo / "inner.md").write_text("Inner rules.\n")
+    work = repo / "src"
+    work.mkdir()
+    (work / "AGENTS.md").symlink_to(repo / "inner.md")  # inside: followed
+    context = system_prompt(work, tools=[], now=NOW, platform="Linux")
+    assert "the private key" not in context.text
+    assert "Inner rules." in context.text
+    assert any("leading outside" in warning for warning in context.warnings)

@@ -47,7 +47,7 @@ from dsh_core.llm import (
     Usage,
     UserMessage,
 )
-from dsh_core.testing.stub_server import (
+from dsh_core.testing import (
     Answer,
     Cut,
     Disconnect,

@@ -22,7 +22,7 @@ from dsh_core.events import TurnEnd
 from dsh_core.llm import TextDelta
 from dsh_core.loop import Conversation, LoopEvent
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.testing.stub_server import Answer, HttpError, SlowStream, StubServer, closed_port
+from dsh_core.testing import Answer, HttpError, SlowStream, StubServer, closed_port
 from tests.conftest import CANARY_KEY
 
 REPO = Path(__file__).resolve().parents[2]

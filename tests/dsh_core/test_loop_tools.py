@@ -615,3 +615,22 @@ def test_a_cancel_from_outside_ends_the_turn_even_when_the_tool_absorbs_it(
         ABORTED,
         ABORTED_BEFORE_DISPATCH,
     ]
+
+
+def test_a_tool_that_cannot_be_set_up_is_a_result_not_the_turn(
+    model: ScriptedModel, log: SessionLog
+) -> None:
+    class Broken(FakeTool):
+        def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+            try:
+                os.mkdir("/proc/no-such-place")
+            except OSError as exc:
+                raise RuntimeError("the sandbox probe could not start") from exc
+            raise AssertionError("not reached")
+
+    model.enqueue(asks(call(1, "broken")), [TextDelta("I see."), STOP])
+    end = run(conversation_with(model, log, Broken("broken")).run_turn("q"))
+    assert end == TurnEnd(1, "completed")
+    (result,) = records(log, ToolResult)
+    assert result.content.startswith("Error: the sandbox probe could not start: [Errno ")
+    assert result.error is not None and result.error.code == TOOL_FAILED

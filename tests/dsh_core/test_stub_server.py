@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dsh_core.testing.stub_server import (
+from dsh_core.testing import (
     ESCAPE_TEXT,
     REASONING_NOT_PASSED_BACK,
     TOOL_MESSAGE_UNASKED,

@@ -11,9 +11,9 @@ import pytest
 
 from dsh_core.tools import Access, ToolError, ToolOutput
 from dsh_core.tools.diff import MAX_DIFF_LINES
-from dsh_core.tools.edit import MAX_EDIT_BYTES
+from dsh_core.tools.specs import MAX_EDIT_BYTES
 from dsh_core.tools.workspace import Fingerprint
-from tests.dsh_core.test_tools_files import Tools, complete, tools
+from tests.dsh_core.test_tools_builtin import Tools, complete, tools
 
 __all__ = ["tools"]
 
@@ -334,7 +334,7 @@ def test_edit_refuses_a_file_over_the_limit(tools: Tools) -> None:
     path.write_text("x\n" * (MAX_EDIT_BYTES // 2) + "y")
     tools.run("read", file_path="big.txt")
     assert tools.error("edit", file_path="big.txt", old_string="x", new_string="y") == (
-        "Error: cannot edit big.txt: it is 16.0 MiB, over the 16.0 MiB edit limit"
+        "Error: cannot edit big.txt: it is 16.1 MiB, over the 16 MiB edit limit"
     )
 
 

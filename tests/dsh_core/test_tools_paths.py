@@ -17,7 +17,7 @@ from dsh_core.tools.paths import (
     resolve,
     string_argument,
 )
-from tests.dsh_core.test_tools_files import Tools, tools
+from tests.dsh_core.test_tools_builtin import Tools, tools
 
 __all__ = ["tools"]  # the fixture, shared
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from dsh_core.chain import error_chain
 from dsh_core.tools import Access
-from dsh_core.tools.read import MAX_OUTPUT_BYTES
+from dsh_core.tools.specs import MAX_OUTPUT_BYTES
 from dsh_core.tools.workspace import Fingerprint
-from tests.dsh_core.test_tools_files import Tools, tools
+from tests.dsh_core.test_tools_builtin import Tools, tools
 
 __all__ = ["tools"]
 
@@ -188,7 +188,7 @@ def test_a_two_gigabyte_file_is_read_a_piece_at_a_time(tools: Tools) -> None:
         " 10001\t" + "\0" * 2000 + " … [line cut: no line break in 1,048,576 bytes]"
     )
     assert shown_lines[1002] == (
-        "[read stopped inside line 10,001: no line break in its first 1.0 MiB, and 2.0 GiB "
+        "[read stopped inside line 10,001: no line break in its first 1 MiB, and 2 GiB "
         "more follow; this is no file to read by lines: grep finds text in it]"
     )
     assert len(shown_lines) == 1003

@@ -26,6 +26,7 @@ import pytest
 
 from dsh_core.errors import ABORTED
 from dsh_core.tools import Access, ToolOutput
+from dsh_core.tools.launchers import Launcher, Sandbox, Unsandboxed
 from dsh_core.tools.sandbox import (
     INSTALL_HINT,
     SANDBOX_UNAVAILABLE,
@@ -36,7 +37,7 @@ from dsh_core.tools.sandbox import (
     choose_launcher,
     probe_bwrap,
 )
-from dsh_core.tools.shell import BashTool, Launcher, Sandbox, Unsandboxed
+from dsh_core.tools.shell import BashTool
 from dsh_core.tools.workspace import Workspace
 from tests.conftest import CANARY_KEY
 from tests.dsh_core.test_tools_shell import (  # noqa: F401 (fixtures used by name)

@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import warnings
 from pathlib import Path
 
@@ -15,13 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_core.tools import Access
-from dsh_core.tools.search import (
-    MAX_GLOB_PATHS,
-    MAX_GREP_MATCHES,
-    literal_prefix,
-)
-from tests.dsh_core.test_tools_files import Tools, tools
+from dsh_core.tools import Access, search
+from dsh_core.tools.search import literal_prefix
+from dsh_core.tools.specs import MAX_GLOB_PATHS, MAX_GREP_MATCHES
+from tests.dsh_core.test_tools_builtin import Tools, tools
 
 __all__ = ["tools"]
 
@@ -158,6 +156,59 @@ def test_a_cancelled_search_is_cancelled(tools: Tools) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_search_still_busy_does_not_hold_up_the_exit(
+    tools: Tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A search that never gets back to checking for the cancel (a pathological regex), stood
+    # in for by one that waits for an event set only after asyncio.run returned.
+    make(tools.root, {"a.txt": "a\n"})
+    started, release = threading.Event(), threading.Event()
+    finished: list[bool] = []
+
+    def stuck(*args: object) -> bool:
+        started.set()
+        release.wait()
+        finished.append(True)
+        return False
+
+    monkeypatch.setattr(search, "_search", stuck)
+    invocation = tools.prepare("grep", pattern="a")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(invocation.run())
+        await asyncio.to_thread(started.wait)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    # A bound for a broken test, not a measurement: asyncio.run joining the worker would wait
+    # for this, then the assertion below fails.
+    watchdog = threading.Timer(60, release.set)
+    watchdog.start()
+    try:
+        asyncio.run(main())
+        assert not release.is_set(), "asyncio.run waited for the search's thread"
+    finally:
+        release.set()
+        watchdog.cancel()
+    workers = [thread for thread in threading.enumerate() if thread.name == "dsh-search"]
+    for worker in workers:
+        worker.join()
+    assert finished == [True]
+
+
+def test_in_daemon_thread_passes_on_the_result_and_the_exception() -> None:
+    def fail(message: str) -> str:
+        raise ValueError(message)
+
+    async def main() -> None:
+        assert await search.in_daemon_thread(str.upper, "abc") == "ABC"
+        with pytest.raises(ValueError, match=r"^no$"):
+            await search.in_daemon_thread(fail, "no")
 
     asyncio.run(main())
 

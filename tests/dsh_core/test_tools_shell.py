@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
@@ -29,14 +32,10 @@ from dsh_core.llm import Finish, ToolCall, ToolCallRequest
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionStore
 from dsh_core.testing import ScriptedModel
-from dsh_core.tools import Access, Toolbox, ToolError, ToolOutput
+from dsh_core.tools import Access, Toolbox, ToolError, ToolOutput, process
 from dsh_core.tools.process import CANCEL_ESCALATION, TIMEOUT_ESCALATION, Timings
-from dsh_core.tools.shell import (
-    DEFAULT_TIMEOUT_S,
-    OUTPUT_LIMIT,
-    BashTool,
-    shell_argv,
-)
+from dsh_core.tools.shell import BashTool, shell_argv
+from dsh_core.tools.specs import DEFAULT_TIMEOUT_S, OUTPUT_LIMIT
 from dsh_core.tools.workspace import Workspace, child_environment
 from tests.conftest import CANARY_KEY
 from tests.dsh_core.test_session import numbered, ticking
@@ -346,6 +345,66 @@ def test_no_descriptor_of_ours_reaches_the_child(bash: BashTool, tmp_path: Path)
     assert output.content == "closed\n"
 
 
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+
+
+def prctl(option: int, value: int = 0) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(option, value, 0, 0, 0))
+
+
+def test_dsh_is_not_dumpable_once_a_command_ran(bash: BashTool) -> None:
+    # Its /proc/<pid>/environ still holds the API key it started with: a command of the same
+    # user must not read it (cat /proc/$PPID/environ).
+    bash_run(bash, "true")
+    assert prctl(PR_GET_DUMPABLE) == 0
+
+
+def test_a_command_cannot_read_the_environment_dsh_started_with() -> None:
+    # Root reads any process's /proc files, so this runs in a forked child that gave up root,
+    # and that is dumpable again (a uid change makes a process non-dumpable) as dsh starts.
+    work = Path(tempfile.mkdtemp(prefix="dsh-environ-"))
+    command = {"command": "cat /proc/$PPID/environ > /dev/null && echo readable"}
+
+    def attempt() -> list[str]:
+        if os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        assert prctl(PR_SET_DUMPABLE, 1) == 0
+        tool = BashTool(Workspace.at(work, work / "out"))
+        # The control: with the protection left out, the command reads dsh's environment.
+        hide = process.hide_own_environment
+        process.hide_own_environment = lambda: None  # type: ignore[assignment]
+        unprotected = run(tool.prepare(command).run()).content
+        process.hide_own_environment = hide
+        hide.cache_clear()  # the fork copied the parent's "done already"
+        protected = run(tool.prepare(command).run()).content
+        return [unprotected, protected]
+
+    try:
+        work.chmod(0o755)  # mkdtemp's 0700 would keep the child out
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            try:
+                os.close(read_end)
+                result = json.dumps(attempt())
+            except BaseException as exc:
+                result = json.dumps([f"raised {error_chain(exc)}"])
+            os.write(write_end, result.encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            result = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+    finally:
+        shutil.rmtree(work)
+    unprotected, protected = result if len(result) == 2 else (result[0], "")
+    assert unprotected == "readable\n"
+    assert "Permission denied" in protected and "[exit code: 1]" in protected, protected
+
+
 # --- the cap ------------------------------------------------------------------------------------
 
 
@@ -519,7 +578,7 @@ from dsh_core.approval import Question  # noqa: E402
 from dsh_core.errors import TOOL_REFUSED  # noqa: E402
 from dsh_core.events import ApprovalDecided  # noqa: E402
 from dsh_core.llm import TextDelta  # noqa: E402
-from dsh_core.tools.shell import DeferredLauncher, Launcher, Sandbox  # noqa: E402
+from dsh_core.tools.launchers import DeferredLauncher, Launcher, Sandbox  # noqa: E402
 
 
 class FakeSandbox:

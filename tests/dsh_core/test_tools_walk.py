@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from dsh_core.tools.walk import Walk, glob_regex
-from tests.dsh_core.test_tools_files import Tools, tools
+from tests.dsh_core.test_tools_builtin import Tools, tools
 from tests.dsh_core.test_tools_read import as_nobody
 from tests.dsh_core.test_tools_search import make
 

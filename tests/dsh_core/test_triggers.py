@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core.testing.behaviours import Answer, HttpError, LongStream, ToolCalls
+from dsh_core.testing import Answer, HttpError, LongStream, ToolCalls
 from dsh_core.testing.triggers import _TOOL_SCRIPTS, TRIGGERS, TriggerPicker, tool_results_summary
 
 READ = ("read", '{"file_path": "demo.txt"}')

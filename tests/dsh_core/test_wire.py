@@ -299,6 +299,19 @@ def test_a_call_without_id_or_name_is_malformed(fragments: list[Any], missing: s
     assert failure.message == f"DeepSeek API sent tool call {index} without {missing}"
 
 
+def test_two_calls_with_one_id_are_malformed() -> None:
+    # Results are matched to calls by id: two calls with one id cannot both be answered.
+    fragments = [
+        call(0, id="c", name="read", arguments="{}"),
+        call(1, id="d", name="read", arguments="{}"),
+        call(2, id="c", name="grep", arguments="{}"),
+    ]
+    _, failure = parse(sse(calls(*fragments, finish_reason="tool_calls"), "[DONE]"))
+    assert failure.code == "MALFORMED_RESPONSE"
+    assert failure.message == "DeepSeek API sent tool calls 0 and 2 with the same id 'c'"
+    assert failure.request_id == "req-1"
+
+
 @pytest.mark.parametrize(
     ("delta", "what"),
     [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing.stub_server import StubServer
+from dsh_core.testing import StubServer
 from tests.support import child_env
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core.testing.stub_server import StubServer, ToolCalls, validate_request
+from dsh_core.testing import StubServer, ToolCalls, validate_request
 from dsh_core.tools.sandbox import probe_bwrap
 from tests.support import (
     CANARY_KEY,
@@ -1057,7 +1057,7 @@ def test_bad_input_for_file_tools(
     )
     assert long_result.startswith("     1\tline 1\n")  # not an error: a bounded piece of it
     assert long_result.endswith(
-        "\n  2000\tline 2000\n[read stopped at line 2,000 (2.0 GiB more follow) "
+        "\n  2000\tline 2000\n[read stopped at line 2,000 (2 GiB more follow) "
         "(2,000-line limit); read on with offset=2001]"
     )
     assert fifo == "Error: cannot read fifo: it is a named pipe (FIFO), not a regular file"

@@ -27,7 +27,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from dsh_core.testing.stub_server import Held, StubServer, ToolCalls
+from dsh_core.testing import Held, StubServer, ToolCalls
 from dsh_stdio.demo import DEMO_FILE_TEXT
 from tests.support import DSH, HANG_GUARD, assert_no_canary, wait_raw_mode, wait_until
 
@@ -37,7 +37,8 @@ pytestmark = pytest.mark.slow
 
 PROMPT = "> "
 CHOICES = "[y]es / [n]o / [a]lways this session: "
-SANDBOX_NOTE = r" \((?:not sandboxed|sandboxed: [^\r\n]*?)\)"
+CHOICES_ONCE = "[y]es / [n]o: "
+SANDBOX_NOTE = r" \((?:not )?sandboxed[^\r\n]*\)"
 """What a ``bash`` question says about the sandbox: either, whichever this machine gets."""
 
 # -- waiting for a state, never for a time ------------------------------------------------------
@@ -107,15 +108,18 @@ class Terminal:
         self.child.expect_exact(PROMPT)
         self.child.sendline(line)
 
-    def expect_question(self, tool: str, shown: str, note: str | None = None) -> None:
+    def expect_question(
+        self, tool: str, shown: str, note: str | None = None, *, once: bool = False
+    ) -> None:
         """The question's prompt line: ``Allow <tool>? <shown> [note] [y]es / [n]o / ...``.
 
         ``note`` is the remark after the call; by default, for ``bash`` whether it runs in the
-        sandbox, for other tools none.
+        sandbox, for other tools none. ``once``: a call outside the working directory or
+        leaving the sandbox, for which "always" is not offered.
         """
         default = SANDBOX_NOTE if tool == "bash" else ""
         remark = default if note is None else " " + re.escape(note)
-        choices = re.escape(CHOICES)
+        choices = re.escape(CHOICES_ONCE if once else CHOICES)
         self.child.expect(rf"Allow {re.escape(tool)}\? {re.escape(shown)}{remark} {choices}")
 
     def keys(self, keys: str) -> None:
@@ -450,8 +454,7 @@ def test_edit_shows_a_diff_and_reading_outside_asks(
     outside.write_text("out of bounds\n")
     stub.enqueue(ToolCalls((("read", json.dumps({"file_path": str(outside)})),)))
     term.send_turn("look around")
-    term.child.expect_exact(f"(outside the working directory: {outside})\r\n")
-    term.expect_question("read", str(outside), "(outside the working directory)")
+    term.expect_question("read", str(outside), "(outside the working directory)", once=True)
     term.keys("y\r")
     term.child.expect_exact("[tool read done] 1 line\r\n")
     term.child.expect_exact("Tool results: [read]")

@@ -125,3 +125,27 @@ def test_argparse_errors_are_said_once() -> None:
     assert error_chain(info.value) == (
         "argument -r/--resume: not allowed with argument -c/--continue (see dsh --help)"
     )
+
+
+def test_allow_names_and_all() -> None:
+    assert parse_config([], KEY).allow == frozenset()
+    assert parse_config(["--allow", "all"], KEY).allow == {"read", "write", "shell"}
+    both = parse_config(["--allow", "write,shell", "--allow", "network"], KEY).allow
+    assert both == {"write", "shell", "network"}
+    with pytest.raises(StartupError) as info:
+        parse_config(["--allow", "everything"], KEY)
+    assert info.value.message == (
+        "--allow takes network, read, shell, write, all; not 'everything'"
+    )
+
+
+def test_sandbox_and_steps_settings() -> None:
+    assert parse_config([], KEY).sandbox == "auto"
+    assert parse_config([], {**KEY, "DSH_SANDBOX": "OFF"}).sandbox == "off"
+    assert parse_config(["--sandbox", "on"], {**KEY, "DSH_SANDBOX": "off"}).sandbox == "on"
+    assert parse_config([], KEY).max_steps == 50
+    assert parse_config(["--max-steps", "3"], {**KEY, "DSH_MAX_STEPS": "9"}).max_steps == 3
+    with pytest.raises(StartupError, match="--sandbox must be auto, on or off"):
+        parse_config(["--sandbox", "maybe"], KEY)
+    with pytest.raises(StartupError, match="--max-steps must be a positive integer"):
+        parse_config(["--max-steps", "0"], KEY)

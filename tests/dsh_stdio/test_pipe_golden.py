@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing.stub_server import StubServer
+from dsh_core.testing import StubServer
 from tests.support import DSH, assert_no_canary
 
 pytestmark = pytest.mark.slow

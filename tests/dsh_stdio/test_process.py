@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing.stub_server import StubServer, closed_port
+from dsh_core.testing import StubServer, closed_port
 from tests.support import DSH, assert_no_canary, wait_blocked_reading
 
 pytestmark = pytest.mark.slow

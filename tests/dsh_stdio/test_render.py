@@ -6,7 +6,7 @@ import pytest
 
 from dsh_core.errors import FailureRecord
 from dsh_core.events import TurnEnd
-from dsh_stdio.render import neutralise, outcome_line
+from dsh_stdio.render import neutralise, outcome_line, writable
 
 
 def end(kind: str, *, failure: FailureRecord | None = None, reason: str | None = None) -> TurnEnd:
@@ -48,8 +48,14 @@ def test_outcome_lines(turn_end: TurnEnd, line: str | None) -> None:
         ("abc\u202edef", "abc<U+202E>def"),
         ("\x7f", "^?"),
         ("emoji \U0001f600 ok", "emoji \U0001f600 ok"),
+        ("half \ud800 pair", "half <U+D800> pair"),  # a lone surrogate cannot be written
     ],
 )
 def test_neutralise(text: str, shown: str) -> None:
     assert neutralise(text) == shown
     assert "\x1b" not in neutralise(text)
+
+
+def test_writable_replaces_lone_surrogates_only() -> None:
+    assert writable("half \ud800 pair \U0001f600") == "half \ufffd pair \U0001f600"
+    assert writable("plain") == "plain"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from dsh_core.testing.stub_server import HttpError, StubServer
+from dsh_core.testing import HttpError, StubServer
 from tests.support import DSH, assert_no_canary, wait_raw_mode
 
 pytestmark = pytest.mark.slow

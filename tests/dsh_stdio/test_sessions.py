@@ -37,8 +37,7 @@ from dsh_core.events import (
 )
 from dsh_core.llm import ToolCall
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.testing.behaviours import Stall
-from dsh_core.testing.stub_server import StubServer
+from dsh_core.testing import Stall, StubServer
 from dsh_stdio.config import parse_config
 from dsh_stdio.render import INTERRUPTED_LINE
 from dsh_stdio.sessions import list_sessions, print_listing, print_transcript, show_session

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import pytest
 
-from dsh_core.testing.stub_server import StubServer
+from dsh_core.testing import StubServer
 from tests.support import DSH, assert_no_canary, child_env, log_problems, proc_status
 
 REPO = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing.stub_server import (
+from dsh_core.testing import (
     Answer,
     Behaviour,
     Cut,

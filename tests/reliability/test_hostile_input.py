@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing.stub_server import ESCAPE_TEXT, Answer, RawStream, StubServer
+from dsh_core.testing import ESCAPE_TEXT, Answer, RawStream, StubServer
 from tests.reliability.conftest import (
     DSH,
     Live,
@@ -110,6 +110,19 @@ def test_every_control_and_separator_passes_through(stub: StubServer, env: dict[
     assert run.stdout_bytes == (text + "\n").encode()
     assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": text}]
     assert_sane(run)
+
+
+def test_a_lone_surrogate_in_the_answer(stub: StubServer, env: dict[str, str]) -> None:
+    # JSON can carry half of a UTF-16 pair ("\\ud800"); no UTF-8 stream can write it.
+    events = (sse_event("half \ud800 pair"), sse_event("", "stop"), b"data: [DONE]\n\n")
+    stub.enqueue(RawStream(events))
+    run = run_dsh(env, stdin=b"surrogate\n")
+    assert run.stdout_bytes == "half \ufffd pair\n".encode()
+    assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": "half \ud800 pair"}]
+    assert_sane(run)
+    shown = run_dsh(env, "--show", "last")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout_bytes == "> surrogate\nhalf \ufffd pair\n".encode()
 
 
 def test_fifty_megabyte_answer(stub: StubServer, env: dict[str, str]) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from dsh_core.testing.stub_server import HttpError, StubServer
+from dsh_core.testing import HttpError, StubServer
 from tests.conftest import CANARY_KEY
 from tests.reliability.conftest import DSH, Run, assert_no_canary, assert_sane, child_env, run_dsh
 from tests.reliability.faults import (

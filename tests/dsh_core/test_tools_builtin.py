@@ -1,4 +1,5 @@
-"""The built-in file tools as a set: names, schemas, and one session's read-write-edit round.
+"""The built-in tools as a set (:func:`dsh_core.tools.builtin_tools`): names, schemas, and one
+session's read-write-edit round.
 
 Also the helpers the other ``test_tools_*`` modules share: :class:`Tools` calls a tool the way
 the loop does (``Toolbox.prepare`` on a :class:`ToolCall` with JSON arguments, then ``run``),
@@ -16,8 +17,7 @@ from typing import Any
 import pytest
 
 from dsh_core.llm import ToolCall
-from dsh_core.tools import Invocation, Toolbox, ToolError, ToolOutput
-from dsh_core.tools.files import file_tools
+from dsh_core.tools import Invocation, Toolbox, ToolError, ToolOutput, builtin_tools
 from dsh_core.tools.workspace import Workspace
 
 
@@ -31,13 +31,13 @@ def complete(invocation: Invocation) -> ToolOutput:
 
 
 class Tools:
-    """The file tools of one session, working in ``root``."""
+    """The built-in tools of one session, working in ``root`` (``bash`` unsandboxed)."""
 
     def __init__(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.workspace = Workspace.at(root, root.parent / "output")
-        self.box = Toolbox(file_tools(self.workspace))
+        self.box = Toolbox(builtin_tools(self.workspace))
 
     def call(self, name: str, **arguments: Any) -> ToolCall:
         return ToolCall("call_1", name, json.dumps(arguments))
@@ -69,9 +69,9 @@ def tools(tmp_path: Path) -> Tools:
     return Tools(tmp_path / "work")
 
 
-def test_the_five_tools_by_the_reference_harness_names(tools: Tools) -> None:
+def test_the_six_tools_by_the_reference_harness_names(tools: Tools) -> None:
     specs = {spec.name: spec for spec in tools.box.specs}
-    assert list(specs) == ["read", "glob", "grep", "write", "edit"]
+    assert list(specs) == ["read", "glob", "grep", "write", "edit", "bash"]
     expected = {
         "read": (["file_path", "offset", "limit"], ["file_path"]),
         "glob": (["pattern", "path"], ["pattern"]),
@@ -81,6 +81,7 @@ def test_the_five_tools_by_the_reference_harness_names(tools: Tools) -> None:
             ["file_path", "old_string", "new_string", "replace_all"],
             ["file_path", "old_string", "new_string"],
         ),
+        "bash": (["command", "timeout_s", "sandbox", "justification"], ["command"]),
     }
     for name, (properties, required) in expected.items():
         parameters = specs[name].parameters
