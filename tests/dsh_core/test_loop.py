@@ -6,8 +6,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 import pytest
@@ -31,7 +30,7 @@ from dsh_core.llm import (
 from dsh_core.loop import Conversation, LoopEvent, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import ScriptedModel
-from tests.dsh_core.test_session import CWD, count_fsyncs, numbered, ticking
+from tests.dsh_core.test_session import count_fsyncs
 
 T = TypeVar("T")
 
@@ -48,22 +47,6 @@ def run(coroutine: Awaitable[T]) -> T:
         return await coroutine
 
     return asyncio.run(main())
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "home", clock=ticking(), new_id=numbered())
-
-
-@pytest.fixture
-def log(store: SessionStore) -> Iterator[SessionLog]:
-    with store.create(CWD) as log:
-        yield log
-
-
-@pytest.fixture
-def model() -> ScriptedModel:
-    return ScriptedModel()
 
 
 @pytest.fixture

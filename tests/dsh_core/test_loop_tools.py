@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import pytest
@@ -50,7 +49,7 @@ from dsh_core.loop import Conversation, LoopEvent, ToolFinished, ToolStarting
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import ScriptedModel
 from dsh_core.tools import Access, AccessKind, Invocation, Toolbox, ToolError, ToolOutput
-from tests.dsh_core.test_session import CWD, count_fsyncs, numbered, ticking
+from tests.dsh_core.test_session import count_fsyncs
 
 T = TypeVar("T")
 STOP = Finish("stop")
@@ -108,22 +107,6 @@ def asks(*calls: ToolCall, text: str = "", finish: Finish = CALLS) -> list[Event
     events += [ToolCallRequest(c) for c in calls]
     events += [Usage(10, 5), finish]
     return events
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "home", clock=ticking(), new_id=numbered())
-
-
-@pytest.fixture
-def log(store: SessionStore) -> Iterator[SessionLog]:
-    with store.create(CWD) as log:
-        yield log
-
-
-@pytest.fixture
-def model() -> ScriptedModel:
-    return ScriptedModel()
 
 
 def conversation_with(

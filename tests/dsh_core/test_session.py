@@ -7,7 +7,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -47,17 +47,6 @@ def ticking(step: timedelta = timedelta(milliseconds=250)) -> Callable[[], datet
 def numbered(prefix: str = "s") -> Callable[[], str]:
     counter = iter(range(1_000_000))
     return lambda: f"{prefix}{next(counter)}"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "home", clock=ticking(), new_id=numbered())
-
-
-@pytest.fixture
-def log(store: SessionStore) -> Iterator[SessionLog]:
-    with store.create(CWD) as log:
-        yield log
 
 
 def count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
