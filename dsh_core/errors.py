@@ -185,6 +185,11 @@ class FailureRecord:
             return cls(exc.code, message)
         return cls(UNKNOWN, message)
 
+    @property
+    def as_tool_result(self) -> str:
+        """The failure as a tool's result for the model: ``Error: <error_chain>`` (SPEC 7)."""
+        return f"Error: {self.message}"
+
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object; absent details are left out, not written as null."""
         data: dict[str, Any] = {"code": self.code, "message": self.message}

@@ -247,7 +247,7 @@ class ToolResult:
     @classmethod
     def failed(cls, turn: int, step: int, call_id: str, failure: FailureRecord) -> ToolResult:
         """A failure as the model reads it: ``Error: <error_chain>`` (SPEC section 7)."""
-        return cls(turn, step, call_id, True, f"Error: {failure.message}", error=failure)
+        return cls(turn, step, call_id, True, failure.as_tool_result, error=failure)
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -319,7 +319,7 @@ async def replay_events(
             calls.update((call.id, call) for call in record.tool_calls)
         elif isinstance(record, ToolResult):
             call = calls.get(record.call_id) or ToolCall(record.call_id, "unknown", "")
-            current().on_event(ToolStarting(call, _summary(describe, call)))
+            current().on_event(ToolStarting(call, describe(call)))
             current().on_event(ToolFinished(call, record))
         elif isinstance(record, TurnEnd):
             ended = current()
@@ -350,13 +350,6 @@ def _user_lines(text: str, terminal: bool) -> str:
     text = writable(text)
     lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
     return "".join(f"> {line}\n" for line in lines)
-
-
-def _summary(describe: Describe, call: ToolCall) -> str:
-    try:
-        return describe(call)
-    except Exception:  # a summary is decoration: a tool that cannot make one still has a line
-        return Toolbox().describe(call)
 
 
 def _note(err: TextIO, text: str) -> None:

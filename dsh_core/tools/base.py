@@ -83,7 +83,7 @@ class ToolOutput:
         record = FailureRecord.from_exception(exc)
         if not isinstance(exc, HarnessError):
             record = FailureRecord(TOOL_FAILED, record.message)
-        content = f"Error: {record.message}"
+        content = record.as_tool_result
         if content_after:
             content = f"{content}\n{content_after}"
         return cls(content, record)
