@@ -93,11 +93,11 @@ class ApprovalPolicy:
             return "granted-by-flag"
         # "Always" covers what stays in the working directory: a yes to reading /etc/hosts
         # is not a yes to reading ~/.ssh.
-        if call.name in self.always and not access.outside:
+        if call.name in self.always and access.may_remember:
             return "allowed-always"
         if self.asker is None:
             return "unavailable"
-        return await self._ask(call, invocation, remember=not access.outside)
+        return await self._ask(call, invocation, remember=access.may_remember)
 
     async def _ask(
         self, call: ToolCall, invocation: Invocation, *, remember: bool

@@ -48,7 +48,7 @@ def question_text(question: Question) -> tuple[str, str]:
     note = f" {neutralise(access.note)}" if access.note else ""
     name = neutralise(question.call.name)
     shown = f"{first} ..." if rest else first
-    choices = CHOICES_ONCE if access.outside or access.leaves_sandbox else CHOICES
+    choices = CHOICES if access.may_remember else CHOICES_ONCE
     return "\n".join(details), f"Allow {name}? {shown}{note} {choices}: "
 
 

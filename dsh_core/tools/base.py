@@ -54,8 +54,18 @@ class Access:
     """Paths the call touches that resolve outside the working directory."""
     leaves_sandbox: bool = False
     """A command that asked to run outside the sandbox: always asked on a terminal."""
+    protected: tuple[str, ...] = ()
+    """Protected paths and credentials the call touches (SPEC 10.2, 10.4; see :mod:`.trust`),
+    as the question shows them: asked every time on a terminal, refused on a pipe whatever
+    ``--allow`` says."""
     note: str = ""
     """A remark for the approval question, e.g. ``(sandboxed: writes only /src, no network)``."""
+
+    @property
+    def may_remember(self) -> bool:
+        """Whether a person's "always" may cover this call: not when it reaches outside the
+        working directory, touches a protected path or leaves the sandbox."""
+        return not (self.outside or self.protected or self.leaves_sandbox)
 
     @property
     def changes_anything(self) -> bool:
