@@ -95,11 +95,15 @@ def usage_line(usage: Usage | None, seconds: float) -> str:
     return f"{line}, {seconds:.2f} s"
 
 
-# C0 controls but TAB and LF, DEL, C1 controls, and the Unicode bidi and line-separator
-# controls that can reorder or hide what the user sees (Trojan Source).
+# What a terminal must never receive raw (SPEC 10.9): C0 controls but TAB and LF, DEL, C1
+# controls; the invisible and format characters that hide, join or reorder what is shown
+# (zero-width space and joiners, marks, bidi embeddings, overrides and isolates, word joiner
+# and invisible operators, the BOM, the tag characters, the soft hyphen, Arabic letter mark,
+# Mongolian vowel separator, deprecated format controls, interlinear annotation); the line and
+# paragraph separators; and lone surrogates, which no UTF-8 stream can write.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ud800-\udfff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
 )
 _SURROGATES = re.compile("[\ud800-\udfff]")
 """Halves of a UTF-16 pair, alone: a model can send one (``"\\ud800"``), and no UTF-8 stream
@@ -122,5 +126,9 @@ def writable(text: str) -> str:
 
 
 def neutralise(text: str) -> str:
-    """Make model text inert on a terminal: controls become visible, newline and tab stay."""
+    """Make text inert for a person: control, invisible and format characters become visible
+    (``^[``, ``<U+200B>``); newline and tab stay, and CRLF is a newline.
+
+    Every byte dsh shows a person goes through it: model text on a terminal, notices, tool
+    lines, questions and diffs, reasoning, ``--show`` and ``--sessions``."""
     return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))

@@ -125,7 +125,7 @@ class _Commands:
         return True
 
     def _say(self, text: str) -> None:
-        self._out.write(text + "\n")
+        self._out.write(neutralise(text) + "\n")  # it may echo what was typed (/model NAME)
         self._out.flush()
 
 
