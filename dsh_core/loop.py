@@ -600,7 +600,8 @@ class Conversation:
         finally:
             self._cancellable = False
         if outcome is not None:
-            self.log.append(ApprovalDecided(turn.number, call.id, outcome))
+            reason = self.approval.reasons.get(call.id)  # a no with a reason: the person's words
+            self.log.append(ApprovalDecided(turn.number, call.id, outcome, reason and mask(reason)))
         if not allowed(outcome):
             assert outcome is not None
             refusal = self.approval.refusal(call, invocation.access, outcome)

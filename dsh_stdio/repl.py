@@ -27,6 +27,7 @@ from .render import neutralise
 from .runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
+from .tty import colour_wanted
 
 __all__ = ["COMMANDS", "run_repl"]
 
@@ -165,7 +166,11 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
 
     runtime.ask_on(
         TerminalQuestion(
-            out, before=show_turn_so_far, after=arm_ctrl_c, cancel_turn=runtime.cancel_turn
+            out,
+            before=show_turn_so_far,
+            after=arm_ctrl_c,
+            cancel_turn=runtime.cancel_turn,
+            colour=colour_wanted(out),
         )
     )
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
