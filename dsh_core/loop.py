@@ -189,16 +189,20 @@ class _MaskedStream:
             return [event]
         match event:
             case TextDelta(text=text):
-                return [*self._reasoning_held(), TextDelta(self.text.feed(text))]
+                shown = self.text.feed(text)
+                out: Event = event if shown == text else TextDelta(shown)
+                return [*self._reasoning_held(), out] if self.reasoning.holding else [out]
             case ReasoningDelta(text=text):
-                return [*self._text_held(), ReasoningDelta(self.reasoning.feed(text))]
+                shown = self.reasoning.feed(text)
+                out = event if shown == text else ReasoningDelta(shown)
+                return [*self._text_held(), out] if self.text.holding else [out]
             case RetryNotice():
                 self.text.reset()  # the step starts over, as _Step.add does
                 self.reasoning.reset()
                 return [event]
             case ToolCallRequest(call=call):
-                masked = ToolCall(call.id, mask(call.name), mask(call.arguments))
-                return [*self.held(), ToolCallRequest(masked)]
+                asked = ToolCall(call.id, mask(call.name), mask(call.arguments))
+                return [*self.held(), ToolCallRequest(asked)]
             case _:
                 return [*self.held(), event]
 

@@ -81,12 +81,12 @@ class Secrets:
         longest = 0
         for value, _ in self._pairs:
             # Only a suffix that starts with the secret's first character can begin it.
-            start = max(0, len(text) - len(value) + 1)
-            while (start := text.find(value[0], start)) >= 0:
+            start = text.find(value[0], max(0, len(text) - len(value) + 1))
+            while start >= 0:
                 if value.startswith(text[start:]):
                     longest = max(longest, len(text) - start)
                     break
-                start += 1
+                start = text.find(value[0], start + 1)
         return longest
 
 
@@ -118,12 +118,21 @@ class StreamMasker:
 
     def feed(self, text: str) -> str:
         """The masked text that can be passed on now."""
+        if self._kept:
+            text, self._kept = self._kept + text, ""
         if not self._secrets:
-            return self.flush() + text
-        text = self._secrets.mask(self._kept + text)
+            return text
+        text = self._secrets.mask(text)
         keep = self._secrets.held(text)
-        self._kept = text[len(text) - keep :] if keep else ""
-        return text[: len(text) - keep]
+        if keep:
+            self._kept = text[-keep:]
+            return text[:-keep]
+        return text
+
+    @property
+    def holding(self) -> bool:
+        """Whether some text is held back."""
+        return bool(self._kept)
 
     def flush(self) -> str:
         """What was kept back: the text has ended, so it is no secret's start after all."""

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TextIO
@@ -148,6 +147,8 @@ class TerminalQuestion:
         self._colour = colour
 
     async def __call__(self, question: Question) -> Answer:
+        import shutil  # with bz2 and lzma: only a question needs it
+
         from prompt_toolkit import PromptSession
 
         self._before()

@@ -9,36 +9,21 @@ against the stub server; layouts and answers in detail are ``test_approve.py``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dsh_core.testing import StubServer
-from dsh_stdio.demo import DEMO_FILE_TEXT
+from tests.dsh_stdio import test_agent_terminal as agent
 from tests.dsh_stdio.test_agent_terminal import Terminal, bash, spawn_terminal
-from tests.support import DSH, assert_no_canary
+from tests.support import DSH
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    (path / "demo.txt").write_text(DEMO_FILE_TEXT)
-    return path
-
-
-@pytest.fixture
-def term(dsh_env: dict[str, str], home: Path, workdir: Path) -> Iterator[Terminal]:
-    terminal = spawn_terminal(DSH, dsh_env, workdir, home)
-    try:
-        yield terminal
-    finally:
-        if terminal.child.isalive():
-            terminal.child.close(force=True)
-    assert_no_canary(home, terminal.screen.getvalue())
+# The same fixtures as the other terminal tests: dsh on a pty in a directory with demo.txt.
+workdir = agent.workdir
+term = agent.term
 
 
 def _prompt(term: Terminal) -> str:
