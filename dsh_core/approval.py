@@ -117,7 +117,7 @@ class ApprovalPolicy:
             else:
                 way_out = f"run with --allow {access.kind}"
             return ToolError(
-                f'tool "{call.name}" needs approval and there is no terminal to ask; {way_out}',
+                f'tool "{call.name}" needs approval and stdin is not a terminal; {way_out}',
                 TOOL_REFUSED,
             )
         return ToolError(f'the user rejected tool "{call.name}"', TOOL_REFUSED)
