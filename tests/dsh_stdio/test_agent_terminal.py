@@ -245,7 +245,7 @@ def test_always_lasts_for_the_session_and_not_after_new(term: Terminal) -> None:
     asked = term.child.expect([r"Allow bash\?", r"\[tool bash exit 0\] \d+ lines"])
     assert asked == 1, "asked again after [a]lways"
     term.send_turn("/session")
-    term.child.expect(r"session (\S+)\r\n")
+    term.child.expect(r"session +(\S+)\r\n")
     first = term.child.match.group(1)
     term.send_turn("/new")
     term.child.expect(r"new session (\S+)\r\n")
