@@ -68,7 +68,7 @@ class ApprovalPolicy:
     grants: frozenset[Grant] = frozenset()
     """What ``--allow`` granted without asking."""
     asker: Asker | None = None
-    """The terminal's question; None on a pipe and in one-shot mode."""
+    """The terminal's question; None when stdin is not a terminal (a pipe, a piped one-shot)."""
     sandbox_off: bool = False
     """``--sandbox off``: a command may run outside a sandbox without being asked about it."""
     always: set[str] = field(default_factory=set)

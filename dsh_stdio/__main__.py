@@ -1,7 +1,8 @@
 """``dsh`` and ``python -m dsh_stdio``: pick the mode, run it, exit with its status.
 
 stdin and stdout both terminals -> the prompt_toolkit REPL; otherwise one turn per input line;
-arguments -> one turn (one-shot). prompt_toolkit is imported only for the REPL.
+arguments -> one turn (one-shot). prompt_toolkit is imported only for the REPL and for an
+approval question a one-shot run at a terminal asks.
 """
 
 from __future__ import annotations

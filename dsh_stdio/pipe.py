@@ -1,8 +1,10 @@
 """Pipe mode (one turn per input line) and one-shot mode (``dsh "question"``).
 
-No prompt_toolkit here: on a pipe it would write redraws and a "not a terminal" warning into
-the transcript. Lines are read one at a time by a daemon thread, so a pipe that stays open
-does not hold back the first answer, and a blocked read never keeps the process alive.
+No prompt_toolkit on a pipe: it would write redraws and a "not a terminal" warning into the
+transcript (a one-shot run at a terminal loads it for an approval question, on stderr). Lines
+are read one at a time by a daemon thread, so a pipe that stays open does not hold back the
+first answer, and a blocked read never keeps the process alive. After a failure that every
+later line would meet too (``STOPPING_CODES``) the rest of the input is not sent.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .signals import Stopper
 from .status import EXIT_OK
 from .tty import STDIN
 
-__all__ = ["LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
+__all__ = ["STOPPING_CODES", "LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
 
 @dataclass(frozen=True, slots=True)

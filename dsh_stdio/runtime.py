@@ -64,7 +64,7 @@ class Runtime:
     err: TextIO
     conversation: Conversation = field(init=False)
     asker: Asker | None = None
-    """The terminal's approval question; None on a pipe and in one-shot mode."""
+    """The terminal's approval question (the REPL, a one-shot run at a terminal); else None."""
     current_view: TurnView | None = None
     """The view of the turn running now."""
     json_view: JsonView | None = None
