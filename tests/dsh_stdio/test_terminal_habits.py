@@ -11,16 +11,15 @@ import os
 import shlex
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pexpect
 import pytest
 
-from dsh_core.testing import HttpError, StubServer, ToolCalls
-from dsh_stdio.demo import DEMO_FILE_TEXT
-from tests.dsh_stdio.test_agent_terminal import PROMPT, Terminal, spawn_terminal
+from dsh_core.testing import HttpError, StubServer
+from tests.dsh_stdio.test_agent_pipe import run_dsh
+from tests.dsh_stdio.test_agent_terminal import PROMPT, Terminal, bash, spawn_terminal
 from tests.reliability.faults import FaultServer, read_request
 from tests.support import DSH, HANG_GUARD, assert_no_canary, child_env
 
@@ -30,30 +29,6 @@ SESSION_ID = r"\d{8}-\d{6}-[0-9a-f]{6}"
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    (path / "demo.txt").write_text(DEMO_FILE_TEXT)
-    return path
-
-
-def run(
-    env: dict[str, str], cwd: Path, *args: str, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    """``dsh`` to its end in ``cwd``, stdin, stdout and stderr on pipes."""
-    return subprocess.run(
-        [*DSH, *args],
-        input=stdin,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD * 2,
-        check=False,
-    )
 
 
 def events(home: Path, kind: str) -> list[dict[str, Any]]:
@@ -69,21 +44,6 @@ def session_of(stderr: str) -> str:
     return line.split()[2]
 
 
-def bash(command: str) -> ToolCalls:
-    return ToolCalls((("bash", json.dumps({"command": command})),))
-
-
-@pytest.fixture
-def term(dsh_env: dict[str, str], home: Path, workdir: Path) -> Iterator[Terminal]:
-    terminal = spawn_terminal(DSH, dsh_env, workdir, home)
-    try:
-        yield terminal
-    finally:
-        if terminal.child.isalive():
-            terminal.child.close(force=True)
-    assert_no_canary(home, terminal.screen.getvalue())
-
-
 # -- a resumed session runs where it was started ------------------------------------------------
 
 
@@ -93,11 +53,11 @@ def test_a_session_resumed_from_another_directory_runs_in_its_own(
     started, elsewhere = tmp_path / "started", tmp_path / "elsewhere"
     started.mkdir()
     elsewhere.mkdir()
-    first = run(dsh_env, started, stdin="hello\n")
+    first = run_dsh(dsh_env, started, stdin="hello\n")
     session = session_of(first.stderr)
 
     stub.enqueue(bash("pwd"))
-    result = run(dsh_env, elsewhere, "-r", session, "--allow", "shell", stdin="where am I\n")
+    result = run_dsh(dsh_env, elsewhere, "-r", session, "--allow", "shell", stdin="where am I\n")
     assert result.returncode == 0, result.stderr
     assert f"dsh: session {session} was started in {started}: running there\n" in result.stderr
     [*_, outcome] = events(home, "tool/result")
@@ -113,9 +73,9 @@ def test_a_session_whose_directory_is_gone_is_refused_with_the_way_out(
     started, elsewhere = tmp_path / "started", tmp_path / "elsewhere"
     started.mkdir()
     elsewhere.mkdir()
-    session = session_of(run(dsh_env, started, stdin="hello\n").stderr)
+    session = session_of(run_dsh(dsh_env, started, stdin="hello\n").stderr)
     started.rmdir()
-    result = run(dsh_env, elsewhere, "-r", session, stdin="hello again\n")
+    result = run_dsh(dsh_env, elsewhere, "-r", session, stdin="hello again\n")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         f"dsh: startup failed: session {session} was started in {started}, which cannot be "
@@ -133,7 +93,7 @@ def test_a_pipe_stops_sending_after_auth_or_quota(
     dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer, word: str, code: str
 ) -> None:
     before = len(stub.requests)
-    result = run(dsh_env, workdir, stdin=f"hello\n{word}\nthird\nfourth\n")
+    result = run_dsh(dsh_env, workdir, stdin=f"hello\n{word}\nthird\nfourth\n")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == "You said: hello"
@@ -182,7 +142,7 @@ def test_a_closed_stdout_ends_the_turn_as_aborted_output_closed(
 def test_a_501_is_not_retried_and_says_to_check_the_base_url(home: Path, workdir: Path) -> None:
     with StubServer() as server:
         server.enqueue(HttpError(501, "Not Implemented"))
-        result = run(child_env(server.url, home), workdir, stdin="hello\n")
+        result = run_dsh(child_env(server.url, home), workdir, stdin="hello\n")
         requests = len(server.requests)
     assert result.returncode == 1
     assert result.stdout == (
@@ -206,7 +166,7 @@ def test_a_base_url_ending_in_chat_completions_is_not_retried_and_says_so(
 ) -> None:
     with FaultServer(_server_error) as server:
         base_url = f"{server.url}/v1/chat/completions"
-        result = run(child_env(base_url, home), workdir, stdin="hello\n")
+        result = run_dsh(child_env(base_url, home), workdir, stdin="hello\n")
         connections = server.connections
     assert result.returncode == 1
     assert connections == 1  # a 503 is retried; to this URL, never
@@ -221,7 +181,7 @@ def test_failed_turns_end_with_a_next_step(home: Path, workdir: Path) -> None:
     # Nothing listens on the port: TRANSPORT. (AUTH and QUOTA: the golden transcript.)
     with StubServer() as server:
         url = server.url
-    result = run(child_env(url, home), workdir, stdin="hello\n")
+    result = run_dsh(child_env(url, home), workdir, stdin="hello\n")
     assert result.returncode == 1
     assert result.stdout.startswith(f"[turn failed TRANSPORT] DeepSeek API request to {url} ")
     assert result.stdout.endswith(
@@ -232,14 +192,14 @@ def test_failed_turns_end_with_a_next_step(home: Path, workdir: Path) -> None:
 def test_the_step_limit_names_itself_and_its_flag(
     dsh_env: dict[str, str], home: Path, workdir: Path
 ) -> None:
-    result = run(dsh_env, workdir, "--max-steps", "2", stdin="toolloop\n")
+    result = run_dsh(dsh_env, workdir, "--max-steps", "2", stdin="toolloop\n")
     assert result.returncode == 0, result.stderr
     line = (
         "[turn stopped at the step limit] 2 steps "
         "(next: send a message to go on, or raise --max-steps)\n"
     )
     assert result.stdout.endswith(line)
-    shown = run(dsh_env, workdir, "--show", "last")
+    shown = run_dsh(dsh_env, workdir, "--show", "last")
     assert shown.stdout.endswith(line)  # the transcript says what the pipe said
 
 
@@ -249,8 +209,8 @@ def test_the_step_limit_names_itself_and_its_flag(
 def test_sessions_have_a_header_and_ids_may_be_shortened(
     dsh_env: dict[str, str], home: Path, workdir: Path
 ) -> None:
-    first = session_of(run(dsh_env, workdir, stdin="hello\n").stderr)
-    listing = run(dsh_env, workdir, "--sessions")
+    first = session_of(run_dsh(dsh_env, workdir, stdin="hello\n").stderr)
+    listing = run_dsh(dsh_env, workdir, "--sessions")
     header, row = listing.stdout.splitlines()
     assert header.split() == [
         "SESSION",
@@ -265,13 +225,13 @@ def test_sessions_have_a_header_and_ids_may_be_shortened(
     assert row.startswith(first)
 
     prefix = first[:17]  # the date, the time, and one character of the random tail
-    shown = run(dsh_env, workdir, "--show", prefix)
+    shown = run_dsh(dsh_env, workdir, "--show", prefix)
     assert (shown.returncode, shown.stdout) == (0, "> hello\nYou said: hello\n")
-    resumed = run(dsh_env, workdir, "-r", prefix, stdin="again\n")
+    resumed = run_dsh(dsh_env, workdir, "-r", prefix, stdin="again\n")
     assert resumed.returncode == 0, resumed.stderr
     assert session_of(resumed.stderr) == first
 
-    unknown = run(dsh_env, workdir, "--show", "nosuchid")
+    unknown = run_dsh(dsh_env, workdir, "--show", "nosuchid")
     assert unknown.returncode == 2
     assert unknown.stderr == (
         f"dsh: startup failed: no session 'nosuchid' in {home / 'sessions'} "
@@ -282,10 +242,10 @@ def test_sessions_have_a_header_and_ids_may_be_shortened(
 def test_an_ambiguous_prefix_names_the_sessions_it_could_be(
     dsh_env: dict[str, str], home: Path, workdir: Path
 ) -> None:
-    ids = sorted(session_of(run(dsh_env, workdir, stdin=f"{n}\n").stderr) for n in "ab")
+    ids = sorted(session_of(run_dsh(dsh_env, workdir, stdin=f"{n}\n").stderr) for n in "ab")
     first, second = ids
     common = next(first[:n] for n in range(len(first), 0, -1) if second.startswith(first[:n]))
-    result = run(dsh_env, workdir, "-r", common, stdin="which?\n")
+    result = run_dsh(dsh_env, workdir, "-r", common, stdin="which?\n")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         f"dsh: startup failed: {common!r} is the start of 2 session ids "
@@ -294,24 +254,15 @@ def test_an_ambiguous_prefix_names_the_sessions_it_could_be(
 
 
 def test_quiet_drops_the_usage_and_session_notices(dsh_env: dict[str, str], workdir: Path) -> None:
-    loud = run(dsh_env, workdir, stdin="hello\n")
+    loud = run_dsh(dsh_env, workdir, stdin="hello\n")
     assert "dsh: tokens in " in loud.stderr and "dsh: session " in loud.stderr
-    quiet = run(dsh_env, workdir, "--quiet", stdin="hello\n")
+    quiet = run_dsh(dsh_env, workdir, "--quiet", stdin="hello\n")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "You said: hello\n", "")
 
 
 def test_the_demo_does_not_offer_to_resume_the_session_it_deletes(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
-    result = subprocess.run(
-        [*DSH, "--demo"],
-        input="hello\n",
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD * 2,
-        check=False,
-    )
+    result = run_dsh(env, tmp_path, "--demo", stdin="hello\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: hello\n"
     assert "dsh -r" not in result.stderr
@@ -327,7 +278,7 @@ def test_a_loopback_base_url_needs_no_key(home: Path, workdir: Path) -> None:
     with StubServer(key_required=False) as server:
         env = child_env(server.url, home)
         del env["DEEPSEEK_API_KEY"]
-        result = run(env, workdir, stdin="hello\n")
+        result = run_dsh(env, workdir, stdin="hello\n")
         headers = server.headers
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: hello\n"
@@ -337,7 +288,7 @@ def test_a_loopback_base_url_needs_no_key(home: Path, workdir: Path) -> None:
 def test_a_remote_base_url_still_needs_a_key(home: Path, workdir: Path) -> None:
     env = child_env("https://api.example.com", home)
     del env["DEEPSEEK_API_KEY"]
-    result = run(env, workdir, stdin="hello\n")
+    result = run_dsh(env, workdir, stdin="hello\n")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.startswith("dsh: startup failed: DEEPSEEK_API_KEY is not set")
 
