@@ -9,13 +9,15 @@ interpreter; and the ``llm`` CLI (if installed) doing the same job on the same s
 from a venv of its own. Then the time from spawning ``dsh`` on a pseudo-terminal until its
 prompt appears. ``--baseline REV`` adds the same three dsh measurements for the commit REV
 (built from ``git archive`` into a venv of its own), interleaved with the rest: before and
-after a change, in one run. A benchmark reports; no test asserts time.
+after a change, in one run. Each figure is a median of wall time, with the CPU time the
+process used beside it (steadier on a busy machine). A benchmark reports; no test asserts time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -68,6 +70,13 @@ def timed(command: list[str], env: dict[str, str], stdin: bytes) -> float:
     if result.returncode != 0 or b"You said" not in result.stdout:
         raise SystemExit(f"{command[0]} failed: {result.stdout!r} {result.stderr!r}")
     return elapsed
+
+
+def children_cpu() -> float:
+    """CPU seconds (user and system) of every child waited for so far: on a machine shared
+    with other work, a steadier figure than wall time (it leaves out the waiting for a CPU)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def first_prompt(dsh: str, env: dict[str, str]) -> float:
@@ -197,23 +206,32 @@ def main() -> None:
             candidates.update(dsh_candidates(f"dsh {commit}", str(before.parent / "dsh"), env))
 
         samples: dict[str, list[float]] = {name: [] for name in candidates}
+        cpu: dict[str, list[float]] = {name: [] for name in candidates}
         for measure in candidates.values():
             measure()  # warm the page cache and .pyc files
         for _ in range(runs):
             for name, measure in candidates.items():
+                used = children_cpu()
                 samples[name].append(measure())
+                cpu[name].append(children_cpu() - used)
 
     median = {name: statistics.median(values) for name, values in samples.items()}
-    print(f"{runs} interleaved runs each, median wall time:")
+    median_cpu = {name: statistics.median(values) for name, values in cpu.items()}
+    print(f"{runs} interleaved runs each, median wall time (CPU time of the whole process):")
     for name, value in median.items():
-        print(f"  {name:44} {value * 1000:7.1f} ms")
+        print(f"  {name:44} {value * 1000:7.1f} ms  ({median_cpu[name] * 1000:6.1f} ms CPU)")
     dsh_time = median["dsh: pipe, one answer"]
     for bare in ("bare httpx script", "bare async httpx script"):
         print(f"dsh / {bare}: {dsh_time / median[bare]:.2f}x (goal <= 1.0x)")
     if baseline is not None:
         for what in DSH_MEASURES:
-            ratio = median[f"dsh: {what}"] / median[f"dsh {baseline[0]}: {what}"]
-            print(f"dsh / dsh {baseline[0]}, {what}: {ratio:.2f}x (goal <= 1.0x)")
+            after, prior = f"dsh: {what}", f"dsh {baseline[0]}: {what}"
+            ratio = median[after] / median[prior]
+            cpu_ratio = median_cpu[after] / median_cpu[prior]
+            print(
+                f"dsh / dsh {baseline[0]}, {what}: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU "
+                "(goal <= 1.0x)"
+            )
     if "llm CLI" in median:
         print(f"llm / dsh: {median['llm CLI'] / dsh_time:.1f}x faster (goal >= 4x)")
     else:
