@@ -237,7 +237,6 @@ class TurnView:
                 self._start_ticking()
             case ToolFinished(call=call, result=result):
                 self._stop_ticking()
-                self._clear_waiting()
                 started, self._tool = self._tool, None
                 if started is not None and not self._asked and not result.is_error:
                     self._applied(started.preview)
@@ -253,7 +252,7 @@ class TurnView:
         """On a terminal, the diff of an edit that ran without a question (``[a]``, --allow):
         what changed is shown whether or not anybody was asked."""
         if self._terminal and preview:
-            self._write(neutralise(preview.replace("\r", "^M")).rstrip("\n") + "\n")
+            self._write(neutralise(preview).rstrip("\n") + "\n")
 
     def _output_tail(self, result: ToolResult) -> None:
         """On a terminal, the last lines of a command's output, dim, under its result line."""

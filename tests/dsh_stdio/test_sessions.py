@@ -40,7 +40,13 @@ from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import Stall, StubServer
 from dsh_stdio.config import parse_config
 from dsh_stdio.render import INTERRUPTED_LINE
-from dsh_stdio.sessions import list_sessions, print_listing, print_transcript, show_session
+from dsh_stdio.sessions import (
+    list_sessions,
+    print_listing,
+    print_transcript,
+    session_id,
+    show_session,
+)
 from tests.support import DSH, child_env
 
 START = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -680,3 +686,22 @@ def test_summary_of_an_interrupted_and_an_aborted_session(store: SessionStore) -
     assert ends == ["aborted", "interrupted"]
     summary = store.summaries(HERE)[0]
     assert summary.last_end == TurnEnd(1, "aborted", reason="user")
+
+
+def test_a_session_id_may_be_shortened_to_any_unique_start(store: SessionStore) -> None:
+    for _ in range(12):  # s0 ... s11
+        session(store, turn(1, "q", "a"))
+    session(store, turn(1, "q", "a"), cwd=ELSEWHERE)  # s12, in another directory
+    assert session_id(store, "s12") == "s12"
+    assert session_id(store, "s5") == "s5"
+    assert session_id(store, "s1") == "s1"  # an exact id wins over the longer ones it begins
+    with pytest.raises(SessionLogError) as ambiguous:
+        session_id(store, "s")
+    assert ambiguous.value.message == (
+        "'s' is the start of 13 session ids (s0, s1, s10, s11, s12 and 8 more): type more of the id"
+    )
+    with pytest.raises(SessionLogError, match=r"^no session 'x' in .*\(dsh --sessions --all"):
+        session_id(store, "x")
+    for unsafe in ("*", "s?", "../s1", ".s1", ""):
+        with pytest.raises(SessionLogError, match="is not a session id"):
+            session_id(store, unsafe)
