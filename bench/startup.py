@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -209,8 +210,11 @@ def main() -> None:
         cpu: dict[str, list[float]] = {name: [] for name in candidates}
         for measure in candidates.values():
             measure()  # warm the page cache and .pyc files
+        order = list(candidates.items())
+        shuffler = random.Random(0)
         for _ in range(runs):
-            for name, measure in candidates.items():
+            shuffler.shuffle(order)  # no candidate always runs first, or right after another
+            for name, measure in order:
                 used = children_cpu()
                 samples[name].append(measure())
                 cpu[name].append(children_cpu() - used)
