@@ -84,7 +84,7 @@ class ApprovalPolicy:
     grants: frozenset[Grant] = frozenset()
     """What ``--allow`` granted without asking."""
     asker: Asker | None = None
-    """The terminal's question; None on a pipe and in one-shot mode."""
+    """The terminal's question; None when stdin is not a terminal (a pipe, a piped one-shot)."""
     sandbox_off: bool = False
     """``--sandbox off``: a command may run outside a sandbox without being asked about it."""
     always: set[tuple[str, str]] = field(default_factory=set)
@@ -141,7 +141,7 @@ class ApprovalPolicy:
             else:
                 way_out = f"run with --allow {access.kind}"
             return ToolError(
-                f'tool "{call.name}" needs approval and there is no terminal to ask; {way_out}',
+                f'tool "{call.name}" needs approval and stdin is not a terminal; {way_out}',
                 TOOL_REFUSED,
             )
         reason = self.reasons.get(call.id)

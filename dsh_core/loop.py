@@ -131,6 +131,8 @@ class ToolStarting:
     """One line: ``$ pytest -q``, ``src/app.py``."""
     note: str = ""
     """What the call runs under, e.g. ``(sandboxed: writes only /src, no network)``."""
+    preview: str = ""
+    """What the call will change, as the approval question shows it: a diff for ``edit``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -593,7 +595,7 @@ class Conversation:
             self._answer(turn, call, ToolOutput.failed(exc), on_event)
             return
         # The prepared summary may say more than the arguments do (where a link leads).
-        on_event(ToolStarting(call, invocation.summary, invocation.access.note))
+        on_event(ToolStarting(call, invocation.summary, invocation.access.note, invocation.preview))
         self._cancellable = True
         try:
             outcome = await self.approval.decide(call, invocation)

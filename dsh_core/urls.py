@@ -14,11 +14,12 @@ proxy that wants it there) is shown as ``[DEEPSEEK_API_KEY]`` (:mod:`dsh_core.ma
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit, urlunsplit
 
 from .masking import mask
 
-__all__ = ["UNPARSABLE_URL", "redact_url", "without_user_info"]
+__all__ = ["UNPARSABLE_URL", "is_local", "redact_url", "without_user_info"]
 
 UNPARSABLE_URL = "<unparsable URL>"
 """Shown instead of a URL that ``urlsplit`` refuses: its text may hold a password."""
@@ -47,3 +48,24 @@ def without_user_info(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def is_local(url: str) -> bool:
+    """Whether ``url`` points at this machine or a private network: ``localhost``, or a
+    loopback, private or link-local address. Names other than ``localhost`` are not looked up.
+
+    A server there (vLLM, SGLang) is the user's own, and often runs without a key.
+    """
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local

@@ -12,6 +12,7 @@ Other flags are passed to dsh as they are.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -68,8 +69,12 @@ def _options(argv: Sequence[str]) -> tuple[bool, int, list[str]] | str:
     return down, deltas, rest
 
 
-def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
-    """Start the stub, point ``main`` (dsh itself) at it, and clean up afterwards."""
+def run_demo(argv: Sequence[str], main: Callable[..., int]) -> int:
+    """Start the stub, point ``main`` (dsh itself) at it, and clean up afterwards.
+
+    The session is not offered for resuming: its working directory (and, unless ``DSH_HOME``
+    was set, the session itself) is removed when the demo ends.
+    """
     if {"-h", "--help"} & set(argv):
         sys.stdout.write(_USAGE)
         return 0
@@ -111,7 +116,11 @@ def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
         if down:
             sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
         sys.stderr.flush()
-        return main(rest)
+        status = main(rest, name_session=False)
+        removed = "directory and sessions are" if own_home else "directory is"
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"dsh demo: over; its temporary {removed} removed\n")
+        return status
     finally:
         server.stop()
         os.chdir(previous)

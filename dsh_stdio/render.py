@@ -10,7 +10,16 @@ import re
 from typing import assert_never
 
 from dsh_core.chain import error_chain
-from dsh_core.errors import TOOL_REFUSED
+from dsh_core.classify import MISDIRECTED_STATUSES
+from dsh_core.errors import (
+    AUTH,
+    MISSING_CREDENTIAL,
+    QUOTA,
+    TIMEOUT,
+    TOOL_REFUSED,
+    TRANSPORT,
+    FailureRecord,
+)
 from dsh_core.events import ToolResult, TurnEnd
 from dsh_core.llm import RetryNotice, ToolCall, Usage
 from dsh_core.tools.base import count_lines
@@ -21,7 +30,9 @@ __all__ = [
     "coloured_diff",
     "compact",
     "neutralise",
+    "next_step",
     "outcome_line",
+    "output_tail",
     "quote",
     "retry_notice",
     "shown",
@@ -34,13 +45,18 @@ __all__ = [
 INTERRUPTED_LINE = "[turn interrupted by a previous process exit]"
 
 
-def outcome_line(end: TurnEnd) -> str | None:
-    """The one line SPEC section 3 prints after a turn that did not simply complete."""
+def outcome_line(end: TurnEnd, *, steps: int | None = None) -> str | None:
+    """The one line SPEC section 3 prints after a turn that did not simply complete.
+
+    A failure a person can do something about ends with that one step (SPEC section 12), and
+    the step limit names itself (``steps``: the limit the turn ran into) and its flag.
+    """
     match end.kind:
         case "error":
-            code = end.failure.code if end.failure else "UNKNOWN"
-            message = end.failure.message if end.failure else ""
-            return f"[turn failed {code}] {message}"
+            failure = end.failure or FailureRecord("UNKNOWN", "")
+            line = f"[turn failed {failure.code}] {failure.message}"
+            step = next_step(failure)
+            return f"{line} (next: {step})" if step else line
         case "aborted":
             return f"[turn aborted] {end.reason or ''}".rstrip()
         case "rejected":
@@ -50,11 +66,31 @@ def outcome_line(end: TurnEnd) -> str | None:
         case "max-tokens":
             return "[turn stopped at the output token limit]"
         case "max-steps":
-            return "[turn stopped at the step limit]"
+            limit = f"{steps} step{'' if steps == 1 else 's'} " if steps else ""
+            step = "send a message to go on, or raise --max-steps"
+            return f"[turn stopped at the step limit] {limit}(next: {step})"
         case "completed" | "other":
             return None  # a normal end, and so is a kind from a newer version
         case _:
             assert_never(end.kind)
+
+
+_NEXT_STEPS = {
+    AUTH: "check DEEPSEEK_API_KEY",
+    QUOTA: "top up the account's balance",
+    MISSING_CREDENTIAL: "export DEEPSEEK_API_KEY=..., or try dsh --demo",
+    TRANSPORT: "check --base-url, the network and HTTPS_PROXY, then try again",
+    TIMEOUT: "try again, or raise --timeout",
+}
+
+
+def next_step(failure: FailureRecord) -> str | None:
+    """What a person can do about a failed turn, in a few words; None when nothing is short."""
+    if failure.status in MISDIRECTED_STATUSES:
+        return "check --base-url: dsh adds /chat/completions to it"
+    if failure.code.startswith("HTTP_4"):
+        return "check --base-url and --model"
+    return _NEXT_STEPS.get(failure.code)
 
 
 def tool_call_line(call: ToolCall, summary: str, note: str = "") -> str:
@@ -78,6 +114,31 @@ def tool_result_line(call: ToolCall, result: ToolResult) -> str:
     if result.truncated and result.output_file:
         line += f", cut short for the model (all of it in {result.output_file})"
     return line
+
+
+OUTPUT_TAIL_LINES = 5
+"""Lines of a command's output shown under its result line on a terminal."""
+_TAIL_WIDTH = 200
+"""Characters of one such line; the model got all of it."""
+_EXIT_MARKER = re.compile(r"\[exit code: -?\d+\]")
+
+
+def output_tail(result: ToolResult, limit: int = OUTPUT_TAIL_LINES) -> list[str]:
+    """The last non-blank lines of a command's output, for under its result line.
+
+    Without the failure line before the output and the ``[exit code: N]`` after it: the result
+    line says both. Empty for tools that run no command.
+    """
+    if result.exit_code is None or result.content == "(no output)":
+        return []
+    text = result.content.partition("\n")[2] if result.is_error else result.content
+    lines = [line for line in text.split("\n") if line.strip()]
+    if lines and _EXIT_MARKER.fullmatch(lines[-1]):
+        lines.pop()
+    return [
+        line if len(line) <= _TAIL_WIDTH else line[: _TAIL_WIDTH - 1] + "…"
+        for line in lines[-limit:]
+    ]
 
 
 def retry_notice(notice: RetryNotice, *, same_as_before: bool = False) -> str:

@@ -361,8 +361,7 @@ def test_without_a_terminal_a_change_is_refused_with_the_way_out(
     assert writer.ran == []
     (result,) = records(log, ToolResult)
     assert result.content == (
-        'Error: tool "writer" needs approval and there is no terminal to ask; '
-        "run with --allow write"
+        'Error: tool "writer" needs approval and stdin is not a terminal; run with --allow write'
     )
     assert result.error is not None and result.error.code == TOOL_REFUSED
     assert [e.data for e in log.events if e.type == "approval/decided"] == [

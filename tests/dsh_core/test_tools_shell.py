@@ -744,7 +744,7 @@ def test_leaving_is_refused_on_a_pipe_even_with_allow_shell(
     assert decided.outcome == "unavailable"
     assert result.error is not None and result.error.code == TOOL_REFUSED
     assert result.content == (
-        'Error: tool "bash" needs approval and there is no terminal to ask; '
+        'Error: tool "bash" needs approval and stdin is not a terminal; '
         "run with --sandbox off, or let it run in the sandbox"
     )
 

@@ -45,9 +45,9 @@ pytestmark = pytest.mark.slow
 HANG = 60.0
 """Seconds after which a run or a wait is a hang: a bound, not a measure of speed."""
 
-REFUSED_SHELL = 'tool "bash" needs approval and there is no terminal to ask; run with --allow shell'
-REFUSED_WRITE = 'tool "edit" needs approval and there is no terminal to ask; run with --allow write'
-REFUSED_READ = 'tool "read" needs approval and there is no terminal to ask; run with --allow read'
+REFUSED_SHELL = 'tool "bash" needs approval and stdin is not a terminal; run with --allow shell'
+REFUSED_WRITE = 'tool "edit" needs approval and stdin is not a terminal; run with --allow write'
+REFUSED_READ = 'tool "read" needs approval and stdin is not a terminal; run with --allow read'
 BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash"]
 
 
@@ -893,7 +893,10 @@ def test_the_step_limit_ends_a_looping_model(
 ) -> None:
     result = run_dsh(dsh_env, work, "--max-steps", "3", stdin="toolloop\nhello\n")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "[turn stopped at the step limit]\nYou said: hello\n"
+    assert result.stdout == (
+        "[turn stopped at the step limit] 3 steps (next: send a message to go on, or raise "
+        "--max-steps)\nYou said: hello\n"
+    )
     assert len(stub.requests) == 3 + 1
     events = assert_log_whole(home)
     assert [r["call_id"] for r in data_of(events, "tool/result")] == [

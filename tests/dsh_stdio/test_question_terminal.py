@@ -14,16 +14,10 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import StubServer
-from tests.dsh_stdio import test_agent_terminal as agent
 from tests.dsh_stdio.test_agent_terminal import Terminal, bash, spawn_terminal
 from tests.support import DSH
 
 pytestmark = pytest.mark.slow
-
-
-# The same fixtures as the other terminal tests: dsh on a pty in a directory with demo.txt.
-workdir = agent.workdir
-term = agent.term
 
 
 def _prompt(term: Terminal) -> str:

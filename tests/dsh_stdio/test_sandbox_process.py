@@ -73,7 +73,7 @@ NEXT = "still here"
 """The line after the turn under test: its answer shows that the session went on."""
 
 LEAVE_REFUSED = (
-    'Error: tool "bash" needs approval and there is no terminal to ask; run with --sandbox off, '
+    'Error: tool "bash" needs approval and stdin is not a terminal; run with --sandbox off, '
     "or let it run in the sandbox"
 )
 NO_OUTPUT = "(no output)"

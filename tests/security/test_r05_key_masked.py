@@ -83,7 +83,7 @@ def test_a_401_that_echoes_the_authorization_header_shows_and_stores_no_key(
         run = pipe(env, work, stdin="hello\n")
         assert run.stdout == (
             "[turn failed AUTH] DeepSeek API returned HTTP 401 Unauthorized: Invalid "
-            f"credentials (Authorization: Bearer {MASK})\n"
+            f"credentials (Authorization: Bearer {MASK}) (next: check DEEPSEEK_API_KEY)\n"
         )
         _masked_everywhere(run)
         assert run.returncode == 1
