@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -413,10 +414,8 @@ class Conversation:
                     SESSION_LOG, "the end of this turn could not be written"
                 )
                 records = [event.record for event in events[index:]]
-                closing = closing_records(records, TurnEnd(record.turn, "error", failure))
-                for item in closing[:-1]:
-                    self.log.append(item)
-                self.log.append(closing[-1], durable=True)
+                end = TurnEnd(record.turn, "error", failure)
+                self.log.extend(closing_records(records, end), durable=True)
                 self._log_failure = None
                 return
 
@@ -508,17 +507,7 @@ class Conversation:
         step.recorded = True
         self.log.append(step.record(turn.number, interrupted=interrupted))
         if step.usage is not None:
-            usage = step.usage
-            self.log.append(
-                StepUsage(
-                    turn.number,
-                    step.number,
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                    usage.cached_tokens,
-                    usage.reasoning_tokens,
-                )
-            )
+            self.log.append(StepUsage(turn.number, step.number, step.usage))
         turn.pending = list(step.calls)
 
     async def _run_call(self, turn: _Turn, call: ToolCall, on_event: Observer) -> None:
@@ -570,17 +559,9 @@ class Conversation:
     ) -> None:
         """Write the call's result (fsynced) and tell the observer."""
         assert turn.step is not None
-        result = ToolResult(
-            turn=turn.number,
-            step=turn.step.number,
-            call_id=call.id,
-            is_error=output.failure is not None,
-            content=output.content or "(no output)",
-            error=output.failure,
-            exit_code=output.exit_code,
-            truncated=output.truncated,
-            output_file=output.output_file,
-        )
+        if not output.content:
+            output = dataclasses.replace(output, content="(no output)")
+        result = ToolResult(turn.number, turn.step.number, call.id, output)
         self.log.append(result, durable=True)
         turn.pending.remove(call)
         turn.running = None

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dsh_core import session as session_module
 from dsh_core.errors import FailureRecord, LlmError, SessionLogError, UsageError
 from dsh_core.events import TurnEnd, TurnStart, UserText
 from dsh_core.history import estimate_tokens
@@ -29,6 +28,7 @@ from dsh_core.llm import (
 )
 from dsh_core.loop import Conversation, LoopEvent, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
+from dsh_core.session import log as log_module
 from dsh_core.testing import ScriptedModel
 from tests.dsh_core.test_session import count_fsyncs
 
@@ -707,7 +707,7 @@ def test_a_turn_left_open_by_a_failed_write_is_ended_before_the_next(
     log: SessionLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_write = session_module._write_all
+    real_write = log_module.write_all
     writes = {"count": 0}
 
     def disk_full_once(fd: int, data: bytes) -> None:
@@ -716,7 +716,7 @@ def test_a_turn_left_open_by_a_failed_write_is_ended_before_the_next(
             raise OSError(28, "No space left on device")
         real_write(fd, data)
 
-    monkeypatch.setattr(session_module, "_write_all", disk_full_once)
+    monkeypatch.setattr(log_module, "write_all", disk_full_once)
     model.enqueue([TextDelta("two"), DONE])
     with pytest.raises(SessionLogError):
         run(conversation.run_turn("first"))
