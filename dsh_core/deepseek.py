@@ -58,6 +58,7 @@ from .errors import (
     STREAM_CLOSED,
     TIMEOUT,
     TRANSPORT,
+    Code,
     LlmError,
     UsageError,
 )
@@ -560,7 +561,7 @@ class _Reader:
             request_id=self._parser.request_id,
         )
 
-    def _failed(self, what: str, code: str) -> Build:
+    def _failed(self, what: str, code: Code) -> Build:
         where, request_id = self.where, self._parser.request_id
 
         def build(exc: BaseException) -> LlmError:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..errors import TOOL_FAILED, HarnessError
+from ..errors import TOOL_FAILED, Code, HarnessError
 from ..events import ToolOutput as ToolOutput
 from ..llm import ToolCall, ToolSpec
 
@@ -42,7 +42,7 @@ AccessKind = Literal["read", "write", "shell"]
 class ToolError(HarnessError):
     """A tool call that cannot run or did not work: bad arguments, a missing file, a timeout."""
 
-    def __init__(self, message: str, code: str = TOOL_FAILED) -> None:
+    def __init__(self, message: str, code: Code = TOOL_FAILED) -> None:
         super().__init__(message, code)
 
 
