@@ -47,6 +47,11 @@ class ManualClock:
     def time(self) -> float:
         return self.now
 
+    @property
+    def pending(self) -> int:
+        """Callbacks scheduled and not yet run or cancelled."""
+        return sum(not timer.cancelled for _, _, timer in self._timers)
+
     def call_at(self, when: float, callback: Callable[[], object]) -> _Timer:
         timer = _Timer(when, callback)
         heapq.heappush(self._timers, (when, next(self._order), timer))
