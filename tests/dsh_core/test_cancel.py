@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import TypeVar
 
 import pytest
 
 from dsh_core.cancel import Cancellation
-
-T = TypeVar("T")
-
-
-def run(coroutine: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coroutine
-
-    return asyncio.run(main())
 
 
 async def in_phase(cancellation: Cancellation, waiting: asyncio.Event) -> None:
@@ -47,7 +36,7 @@ def test_a_cancel_from_outside_ends_the_wait_and_is_withdrawn_after() -> None:
         await task
         return holder[0].reason, holder[0].foreign(), task.cancelling()
 
-    assert run(main()) == ("user", False, 0)
+    assert asyncio.run(main()) == ("user", False, 0)
 
 
 def test_a_cancel_from_the_task_itself_waits_for_the_next_check() -> None:
@@ -63,7 +52,7 @@ def test_a_cancel_from_the_task_itself_waits_for_the_next_check() -> None:
         with pytest.raises(asyncio.CancelledError), cancellation.phase():
             raise AssertionError("a phase does not start after a cancel")
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_someone_elses_cancel_is_foreign_even_when_absorbed() -> None:
@@ -90,7 +79,7 @@ def test_someone_elses_cancel_is_foreign_even_when_absorbed() -> None:
         await task
         return result[0]
 
-    assert run(main())
+    assert asyncio.run(main())
 
 
 def test_a_cancel_when_no_phase_waits_sends_nothing() -> None:
@@ -101,4 +90,4 @@ def test_a_cancel_when_no_phase_waits_sends_nothing() -> None:
         cancellation.cancel("user")  # e.g. between two tool calls
         return task.cancelling()
 
-    assert run(main()) == 0
+    assert asyncio.run(main()) == 0

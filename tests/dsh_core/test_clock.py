@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
 
 import pytest
 
 from dsh_core.clock import LOOP_CLOCK, Deadline, time_limit
 from dsh_core.testing import ManualClock
-
-T = TypeVar("T")
-
-
-def run(coroutine: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coroutine
-
-    return asyncio.run(main())
 
 
 async def settle() -> None:
@@ -47,7 +36,7 @@ def test_a_deadline_ends_the_wait_it_guards_with_timeout_error() -> None:
         deadline.close()
         return early
 
-    assert run(main()) == "waiting"
+    assert asyncio.run(main()) == "waiting"
 
 
 def test_push_moves_the_deadline_without_a_new_timer() -> None:
@@ -78,7 +67,7 @@ def test_push_moves_the_deadline_without_a_new_timer() -> None:
         assert timers == 1
         return alive
 
-    assert run(main())
+    assert asyncio.run(main())
 
 
 def test_time_outside_a_guard_does_not_count() -> None:
@@ -93,7 +82,7 @@ def test_time_outside_a_guard_does_not_count() -> None:
             await asyncio.sleep(0)  # a fresh silence: no timeout
         deadline.close()
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_a_cancel_from_outside_is_not_mistaken_for_the_deadline() -> None:
@@ -111,7 +100,7 @@ def test_a_cancel_from_outside_is_not_mistaken_for_the_deadline() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_the_loop_clock_is_the_loop_time() -> None:
@@ -122,7 +111,7 @@ def test_the_loop_clock_is_the_loop_time() -> None:
         with time_limit(LOOP_CLOCK, 3600):
             await LOOP_CLOCK.sleep(0)
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_a_manual_sleep_wakes_when_the_clock_passes_it() -> None:
@@ -138,7 +127,7 @@ def test_a_manual_sleep_wakes_when_the_clock_passes_it() -> None:
         await task
         return clock.slept
 
-    assert run(main()) == [2]
+    assert asyncio.run(main()) == [2]
 
 
 def test_autojump_sleeps_move_the_clock_at_once() -> None:
@@ -148,5 +137,5 @@ def test_autojump_sleeps_move_the_clock_at_once() -> None:
         await clock.sleep(8)
         await clock.sleep(0.5)
 
-    run(main())
+    asyncio.run(main())
     assert (clock.now, clock.slept) == (8.5, [8, 0.5])
