@@ -5,9 +5,9 @@
 
 :data:`LOOP_CLOCK` is the event loop's own; :class:`dsh_core.testing.ManualClock` moves only when
 a test says so, so a 120 s idle timeout or an 8 s backoff costs a test no time at all (as trio's
-``MockClock`` does). :class:`Deadline` is the one timer built on a clock: it ends the awaits it
-guards with ``TimeoutError``, and moving it later (:meth:`Deadline.push`, at every chunk of a
-stream) costs one float, not a new timer.
+``MockClock`` does). :class:`Deadline` is the one timer built on a clock: it ends the awaits in
+its block with ``TimeoutError``, and moving it later (:meth:`Deadline.push`, at every chunk of
+a stream) costs one float, not a new timer.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
+from types import TracebackType
 from typing import Protocol
 
 __all__ = ["LOOP_CLOCK", "Clock", "Deadline", "LoopClock", "Timer", "time_limit"]
@@ -59,11 +60,13 @@ LOOP_CLOCK = LoopClock()
 
 
 class Deadline:
-    """A limit of ``seconds`` on the awaits inside :meth:`guard`, counted from the guard's
-    start or the last :meth:`push`, whichever is later.
+    """A limit of ``seconds`` on the awaits inside ``with deadline:``, counted from the start
+    of the block or the last :meth:`push`, whichever is later; ``TimeoutError`` when it passes.
 
-    One timer serves every guard: it is scheduled when none is pending and, when it fires
-    early (the deadline was pushed), scheduled again for the new time. Close it when done.
+    Reusable, block after block: one timer serves them all. It is scheduled when none is
+    pending and, when it fires early (the deadline was pushed), scheduled again for the new
+    time. Entering, leaving and pushing cost a few attribute stores, no timer: a stream pays
+    them at every network read. Close it when done.
     """
 
     __slots__ = ("_baseline", "_clock", "_due", "_expired", "_seconds", "_task", "_timer")
@@ -74,7 +77,7 @@ class Deadline:
         self._due = 0.0
         self._timer: Timer | None = None
         self._task: asyncio.Task[object] | None = None
-        """The task waiting inside a guard, while it does."""
+        """The task waiting inside a block, while it does."""
         self._expired = False
         self._baseline = 0
 
@@ -82,25 +85,28 @@ class Deadline:
         """Start the count again from now (news arrived)."""
         self._due = self._clock.time() + self._seconds
 
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[None]:
-        """Raise ``TimeoutError`` out of the awaits inside once the deadline passes."""
+    def __enter__(self) -> Deadline:
         task = asyncio.current_task()
         if task is None:
-            raise RuntimeError("Deadline.guard() needs a running task")
+            raise RuntimeError("a Deadline needs a running task")
         self._task, self._expired, self._baseline = task, False, task.cancelling()
         self.push()
         if self._timer is None:
             self._timer = self._clock.call_at(self._due, self._fire)
-        try:
-            yield
-        except asyncio.CancelledError:
-            # Ours, unless someone else cancelled the task too (as asyncio.timeout decides).
-            if self._expired and task.uncancel() <= self._baseline:
-                raise TimeoutError from None
-            raise
-        finally:
-            self._task = None
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task, self._task = self._task, None
+        if exc_type is not asyncio.CancelledError or not self._expired or task is None:
+            return
+        # Ours, unless someone else cancelled the task too (as asyncio.timeout decides).
+        if task.uncancel() <= self._baseline:
+            raise TimeoutError from None
 
     def close(self) -> None:
         """Cancel the pending timer, if any."""
@@ -111,11 +117,11 @@ class Deadline:
     def _fire(self) -> None:
         self._timer = None
         if self._task is None:
-            return  # nobody waits: the next guard schedules a timer again
+            return  # nobody waits: the next block schedules a timer again
         if self._clock.time() < self._due:
             self._timer = self._clock.call_at(self._due, self._fire)
             return
-        # The task is suspended inside the guard (callbacks run only then): the cancel lands
+        # The task is suspended inside the block (callbacks run only then): the cancel lands
         # there, at the await that waited too long.
         self._expired = True
         self._task.cancel()
@@ -126,7 +132,7 @@ def time_limit(clock: Clock, seconds: float) -> Iterator[None]:
     """A one-off :class:`Deadline`: ``TimeoutError`` once ``seconds`` pass inside."""
     deadline = Deadline(clock, seconds)
     try:
-        with deadline.guard():
+        with deadline:
             yield
     finally:
         deadline.close()

@@ -126,7 +126,7 @@ class ResponseReader:
         if self._pending is not None:
             raise self._pending
         items: list[Item] = []
-        with self._idle.guard():
+        with self._idle:
             while not items:
                 try:
                     chunk = await self._chunks.__anext__()
@@ -177,7 +177,7 @@ class ResponseReader:
 
         size = 0
         # The answer is complete; only the connection is at stake.
-        with contextlib.suppress(httpx.HTTPError, TimeoutError), self._idle.guard():
+        with contextlib.suppress(httpx.HTTPError, TimeoutError), self._idle:
             async for chunk in self._chunks:
                 size += len(chunk)
                 if size > DRAIN_LIMIT:

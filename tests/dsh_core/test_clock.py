@@ -16,12 +16,12 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def test_a_deadline_ends_the_wait_it_guards_with_timeout_error() -> None:
+def test_a_deadline_ends_the_wait_in_its_block_with_timeout_error() -> None:
     clock = ManualClock()
     deadline = Deadline(clock, 10)
 
     async def wait() -> None:
-        with deadline.guard():
+        with deadline:
             await asyncio.Event().wait()
 
     async def main() -> str:
@@ -45,7 +45,7 @@ def test_push_moves_the_deadline_without_a_new_timer() -> None:
     news = asyncio.Event()
 
     async def wait() -> None:
-        with deadline.guard():
+        with deadline:
             await news.wait()
             news.clear()
             deadline.push()  # bytes arrived: the silence starts again
@@ -57,7 +57,7 @@ def test_push_moves_the_deadline_without_a_new_timer() -> None:
         clock.advance(8)
         news.set()
         await settle()
-        clock.advance(8)  # 16 s since the guard began, 8 since the news
+        clock.advance(8)  # 16 s since the block began, 8 since the news
         await settle()
         alive = not task.done()
         timers = clock.pending  # one timer, moved on when it fired early
@@ -70,15 +70,15 @@ def test_push_moves_the_deadline_without_a_new_timer() -> None:
     assert asyncio.run(main())
 
 
-def test_time_outside_a_guard_does_not_count() -> None:
+def test_time_outside_a_block_does_not_count() -> None:
     clock = ManualClock()
     deadline = Deadline(clock, 10)
 
     async def main() -> None:
-        with deadline.guard():
+        with deadline:
             await asyncio.sleep(0)
         clock.advance(60)  # the consumer held the stream for a minute: no one was waiting
-        with deadline.guard():
+        with deadline:
             await asyncio.sleep(0)  # a fresh silence: no timeout
         deadline.close()
 
