@@ -1,4 +1,4 @@
-"""What the model sees, derived from the session log; and how a dead turn is closed validly.
+"""What the model sees, derived from the session log; and answering the calls a turn left.
 
 :class:`History` folds the log's records, as they are appended, into the messages of the next
 request. The rules (SPEC sections 6 and 8):
@@ -9,8 +9,9 @@ request. The rules (SPEC sections 6 and 8):
 - A turn that failed, was cancelled or rejected before any answer is left out: its question
   would otherwise ride along with the next one. It stays in the log.
 - Every assistant message with tool calls is followed by one tool message per call, in order,
-  nothing between them. The log guarantees the pairs: the loop answers every call before
-  ``turn/end``, and :func:`closing_records` answers the calls a dead process left.
+  nothing between them. The log guarantees the pairs: :func:`answer_unanswered` answers every
+  call left without a result, at a turn's end by the loop and, for a dead process's turn, at
+  load (:func:`closing_records`).
 - Two plain messages of one role in a row (possible in logs from before ``EMPTY_RESPONSE``
   covered reasoning-only answers) are sent as one, joined by a blank line; tool-calling
   assistant messages and tool messages are never merged.
