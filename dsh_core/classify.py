@@ -40,6 +40,7 @@ from .errors import (
     LlmError,
     http_status_code,
 )
+from .masking import mask
 
 __all__ = [
     "PROXY_AUTHENTICATION_REQUIRED",
@@ -147,10 +148,13 @@ def looks_like_html(text: str) -> bool:
 
 
 def server_text(text: str) -> str:
-    """A server's message on one line, of bounded length; ``""`` for an HTML page."""
+    """A server's message on one line, of bounded length, masked; ``""`` for an HTML page.
+
+    Masked before it is cut: a server that echoes the request's ``Authorization`` header
+    (some 401s do) must not have half a key shown."""
     if looks_like_html(text):
         return ""
-    text = " ".join(text.split())
+    text = mask(" ".join(text.split()))
     if len(text) > SERVER_TEXT_LIMIT:
         text = text[:SERVER_TEXT_LIMIT] + "..."
     return text

@@ -55,6 +55,7 @@ from .classify import (
 from .clock import LOOP_CLOCK, Clock, Deadline, time_limit
 from .errors import MALFORMED_RESPONSE, MISSING_CREDENTIAL, TIMEOUT, TRANSPORT, LlmError, UsageError
 from .llm import ChatRequest, Event, RetryNotice
+from .masking import hide, mask
 from .response import ResponseReader, seconds
 from .urls import redact_url, without_user_info
 from .version import __version__
@@ -126,6 +127,20 @@ class _Secret:
 
     def __repr__(self) -> str:
         return "<secret>"
+
+
+class _MaskRecords(logging.Filter):
+    """Masks the API key in a library's log records (httpx logs every request's URL)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+_MASK_RECORDS = _MaskRecords()
 
 
 def sending_errors(
@@ -202,6 +217,7 @@ class DeepSeekAdapter:
         self._endpoint = f"{without_user_info(self._base_url)}/chat/completions"
         key = api_key.strip() if api_key is not None else ""
         self._api_key = _Secret(key) if key else None
+        hide(key)  # from now on, every string dsh shows, stores or sends shows it masked
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle_timeout = idle_timeout
@@ -417,6 +433,8 @@ class DeepSeekAdapter:
                 raise UsageError("DeepSeekAdapter.stream() called after close()")
             import httpx
 
+            # httpx logs each request's URL, which may carry the key (``?key=...``).
+            logging.getLogger("httpx").addFilter(_MASK_RECORDS)
             self._client = httpx.AsyncClient(trust_env=True, verify=self._verify())
         return self._client
 

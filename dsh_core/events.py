@@ -13,7 +13,7 @@ A turn is written in this order (``step`` counts the model requests of a turn fr
     retry             {turn, step, attempt, max_retries, delay, code, message, ...}   per retry
     assistant/message {turn, step, text, reasoning?, tool_calls?, interrupted?}      per step
     usage             {turn, step, prompt_tokens, completion_tokens, ...}             per step
-    approval/decided  {turn, call_id, outcome}          when a call needed approval
+    approval/decided  {turn, call_id, outcome, reason?}  when a call needed approval
     tool/call         {turn, step, call_id, name, arguments}   the call starts running
     tool/result       {turn, step, call_id, is_error, content, error?, exit_code?, ...}
     turn/end          {turn, reason: {kind, ...}}
@@ -151,6 +151,8 @@ class ApprovalDecided(Codec):
     turn: int
     call_id: str
     outcome: ApprovalOutcome
+    reason: str | None = None
+    """With ``rejected``: what the person said the model should do instead, if anything."""
 
 
 @dataclass(frozen=True, slots=True)

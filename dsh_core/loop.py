@@ -15,6 +15,11 @@ Every turn ends with exactly one :class:`~dsh_core.events.TurnEnd`, and before i
 the model asked for has its result in the log, so the next request is always valid: calls not
 run get ``ABORTED_BEFORE_DISPATCH`` (cancelled), ``TOOL_NOT_RUN`` (output limit) or the refusal.
 
+Secrets (SPEC 10.5): what the log stores and the model is sent is masked where it enters the
+loop (:mod:`dsh_core.masking`): the model's text, reasoning and calls as they stream in, the
+user's message, the system prompt and every tool result. Failures are masked by
+``error_chain``.
+
 Cancellation (:mod:`dsh_core.cancel`): :meth:`Conversation.cancel` records a reason and
 interrupts the turn wherever it waits, on the model, on an approval question or on a running
 tool: ``CancelledError`` unwinds the steps, the turn ends ``aborted`` with that reason, and
@@ -71,8 +76,9 @@ from .llm import (
     ToolCall,
     UserMessage,
 )
+from .masking import mask
 from .session import SessionLog
-from .step import Step
+from .step import MaskedStream, Step
 from .tools.base import Toolbox
 
 __all__ = [
@@ -346,7 +352,7 @@ class Conversation:
     def _start(self) -> _Turn:
         """Write the next turn's ``turn/start`` (and the system prompt, in a fresh session)."""
         if self.system_prompt is not None and not self.log.events:
-            self.log.append(SystemPrompt(self.system_prompt))
+            self.log.append(SystemPrompt(mask(self.system_prompt)))  # AGENTS.md may hold a key
         number = self._next_turn()
         return _Turn(number, self.log.append(TurnStart(number, self.model_name)).seq)
 
@@ -359,7 +365,7 @@ class Conversation:
             return self._end(TurnEnd(turn.number, "rejected", reason=rejection), turn)
         # One fsync covers both lines: turn/start and the message are on disk before the
         # request leaves.
-        self.log.append(UserText(turn.number, text), durable=True)
+        self.log.append(UserText(turn.number, mask(text)), durable=True)
         try:
             return await self._steps(turn, on_event)
         except BaseException as exc:
@@ -406,17 +412,24 @@ class Conversation:
             tools=self.toolbox.specs,
             max_tokens=self.max_tokens,
         )
+        masked = MaskedStream()
         cancellation = self._cancel
         with cancellation.phase():
             stream = self.model.stream(request)
             try:
-                async for event in stream:
-                    step.add(event)
-                    if isinstance(event, RetryNotice):
-                        self._note_retry(turn.number, step.number, event)
-                    on_event(event)
+                async for received in stream:
+                    for event in masked(received):
+                        step.add(event)
+                        if isinstance(event, RetryNotice):
+                            self._note_retry(turn.number, step.number, event)
+                        on_event(event)
                     cancellation.check()
             finally:
+                # However the stream ended (cut, cancelled, without a Finish), the text it held
+                # back was no secret: shown and recorded like the rest.
+                for event in masked.held():
+                    step.add(event)
+                    on_event(event)
                 await _close_stream(stream)
 
     def _record_step(self, turn: _Turn, step: Step, *, interrupted: bool) -> None:
@@ -444,7 +457,8 @@ class Conversation:
                     self.log.append(ApprovalDecided(turn.number, call.id, "cancelled"))
                 raise
         if outcome is not None:
-            self.log.append(ApprovalDecided(turn.number, call.id, outcome))
+            reason = self.approval.reasons.get(call.id)  # a no with a reason: the person's words
+            self.log.append(ApprovalDecided(turn.number, call.id, outcome, reason and mask(reason)))
         if not allowed(outcome):
             assert outcome is not None
             refusal = self.approval.refusal(call, invocation.access, outcome)
@@ -465,8 +479,9 @@ class Conversation:
     def _answer(self, turn: _Turn, call: ToolCall, output: ToolOutput, on_event: Observer) -> None:
         """Write the call's result (fsynced) and tell the observer."""
         assert turn.step is not None
-        if not output.content:
-            output = dataclasses.replace(output, content="(no output)")
+        content = mask(output.content) or "(no output)"  # a file or a command may show the key
+        if content != output.content:
+            output = dataclasses.replace(output, content=content)
         result = ToolResult(turn.number, turn.step.number, call.id, output)
         self.log.append(result, durable=True)
         on_event(ToolFinished(call, result))

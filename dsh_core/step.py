@@ -7,6 +7,7 @@
 
 A retry (:class:`~dsh_core.llm.RetryNotice`) starts the step over; :attr:`Step.shown` says
 whether the person has seen anything of it, which decides whether a step cut short is kept.
+:class:`MaskedStream` masks the key in the events before the step (and anyone) sees them.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from .llm import (
     ToolCallRequest,
     Usage,
 )
+from .masking import SECRETS, StreamMasker, mask
 
-__all__ = ["Step"]
+__all__ = ["MaskedStream", "Step"]
 
 
 class Step:
@@ -81,3 +83,52 @@ class Step:
             tool_calls=tuple(self.calls),
             interrupted=interrupted,
         )
+
+
+class MaskedStream:
+    """A step's events with the secrets masked (SPEC 10.5).
+
+    Text and reasoning arrive in pieces, and a secret may be split between two: the end of a
+    piece that could begin one is held back until the next event shows whether it does. What
+    is held is never lost or reordered: any other event lets it out first.
+    """
+
+    __slots__ = ("reasoning", "text")
+
+    def __init__(self) -> None:
+        self.text = StreamMasker()
+        self.reasoning = StreamMasker()
+
+    def __call__(self, event: Event) -> list[Event]:
+        if not SECRETS:
+            return [event]
+        match event:
+            case TextDelta(text=text):
+                shown = self.text.feed(text)
+                out: Event = event if shown == text else TextDelta(shown)
+                return [*self._reasoning_held(), out] if self.reasoning.holding else [out]
+            case ReasoningDelta(text=text):
+                shown = self.reasoning.feed(text)
+                out = event if shown == text else ReasoningDelta(shown)
+                return [*self._text_held(), out] if self.text.holding else [out]
+            case RetryNotice():
+                self.text.reset()  # the step starts over, as Step.add does
+                self.reasoning.reset()
+                return [event]
+            case ToolCallRequest(call=call):
+                asked = ToolCall(call.id, mask(call.name), mask(call.arguments))
+                return [*self.held(), ToolCallRequest(asked)]
+            case _:
+                return [*self.held(), event]
+
+    def held(self) -> list[Event]:
+        """What is held back, let out: the events before it ended the text."""
+        return [*self._reasoning_held(), *self._text_held()]
+
+    def _text_held(self) -> list[Event]:
+        held = self.text.flush()
+        return [TextDelta(held)] if held else []
+
+    def _reasoning_held(self) -> list[Event]:
+        held = self.reasoning.flush()
+        return [ReasoningDelta(held)] if held else []

@@ -1,4 +1,5 @@
-"""Base URLs as people see them and as requests use them: user info never shown, never sent.
+"""Base URLs as people see them and as requests use them: user info never shown, never sent,
+the API key never shown.
 
     >>> redact_url("https://user:secret@proxy.example:3128/v1")
     'https://***@proxy.example:3128/v1'
@@ -7,12 +8,15 @@
 
 A base URL may carry ``user:password@``. httpx would turn it into Basic auth (replacing the
 Bearer key) and print it in its request log line, so the adapter strips it from what it sends,
-and every message shows it as ``***@``.
+and every message shows it as ``***@``. A key carried in the URL itself (``?key=...``, for a
+proxy that wants it there) is shown as ``[DEEPSEEK_API_KEY]`` (:mod:`dsh_core.masking`).
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
+
+from .masking import mask
 
 __all__ = ["UNPARSABLE_URL", "redact_url", "without_user_info"]
 
@@ -21,15 +25,16 @@ UNPARSABLE_URL = "<unparsable URL>"
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any user info (``user:password@``) replaced by ``***``."""
+    """``url`` as people may see it: user info (``user:password@``) replaced by ``***``, the
+    API key masked."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return UNPARSABLE_URL
     if "@" not in parts.netloc:
-        return url
+        return mask(url)
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+    return mask(urlunsplit(parts._replace(netloc=f"***@{host}")))
 
 
 def without_user_info(url: str) -> str:

@@ -19,6 +19,7 @@ from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
 from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, STARTUP, Code, HarnessError
 from dsh_core.loop import DEFAULT_MAX_STEPS
+from dsh_core.masking import hide
 from dsh_core.tools.sandbox import SandboxMode
 from dsh_core.urls import redact_url
 
@@ -220,6 +221,8 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         # context, and error_chain would print its words a second time.
         raise StartupError(refused)
 
+    api_key = env.get(API_KEY_VARIABLE, "").strip()
+    hide(api_key)  # first: a message about a bad base URL may quote the key in it
     if args.base_url is not None:
         base_url = _base_url(args.base_url, "--base-url")
     elif env.get("DEEPSEEK_BASE_URL"):
@@ -258,7 +261,6 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         flag = "--sessions" if args.sessions else "--show"
         raise StartupError(f"{flag} takes no question and no --json (see dsh --help)")
 
-    api_key = env.get(API_KEY_VARIABLE, "").strip()
     if not api_key and action == "chat":
         raise StartupError(
             f"{API_KEY_VARIABLE} is not set: export your DeepSeek API key, "

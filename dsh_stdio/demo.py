@@ -73,15 +73,15 @@ def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
     if {"-h", "--help"} & set(argv):
         sys.stdout.write(_USAGE)
         return 0
+    from .render import neutralise
+
     parsed = _options(argv)
     if isinstance(parsed, str):
-        sys.stderr.write(f"dsh: startup failed: {parsed} (see dsh --demo --help)\n")
+        sys.stderr.write(f"dsh: startup failed: {neutralise(parsed)} (see dsh --demo --help)\n")
         return 2
     down, deltas, rest = parsed
     from dsh_core.chain import error_chain
     from dsh_core.testing import StubServer, closed_port
-
-    from .render import neutralise
 
     own_home = not os.environ.get("DSH_HOME")
     made: list[str] = []
@@ -107,7 +107,7 @@ def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
         base_url = f"http://127.0.0.1:{closed_port()}" if down else server.url
         os.environ["DEEPSEEK_BASE_URL"] = base_url
         os.chdir(workdir)
-        sys.stderr.write(_banner(base_url, home, workdir))
+        sys.stderr.write(neutralise(_banner(base_url, home, workdir)))  # DSH_HOME is anything
         if down:
             sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
         sys.stderr.flush()

@@ -27,6 +27,7 @@ from .render import neutralise
 from .runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
+from .tty import colour_wanted
 
 __all__ = ["COMMANDS", "run_repl"]
 
@@ -125,7 +126,7 @@ class _Commands:
         return True
 
     def _say(self, text: str) -> None:
-        self._out.write(text + "\n")
+        self._out.write(neutralise(text) + "\n")  # it may echo what was typed (/model NAME)
         self._out.flush()
 
 
@@ -165,7 +166,11 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
 
     runtime.ask_on(
         TerminalQuestion(
-            out, before=show_turn_so_far, after=arm_ctrl_c, cancel_turn=runtime.cancel_turn
+            out,
+            before=show_turn_so_far,
+            after=arm_ctrl_c,
+            cancel_turn=runtime.cancel_turn,
+            colour=colour_wanted(out),
         )
     )
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.

@@ -265,9 +265,8 @@ class Runtime:
             # stdout is what failed, so the one place left to say it is stderr.
             self.output_failed = True
             with contextlib.suppress(OSError, ValueError):
-                self.err.write(
-                    f"dsh: cannot write to standard output: {error_chain(view.output_error)}\n"
-                )
+                reason = neutralise(error_chain(view.output_error))
+                self.err.write(f"dsh: cannot write to standard output: {reason}\n")
                 self.err.flush()
         return end
 

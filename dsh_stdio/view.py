@@ -209,7 +209,7 @@ class TurnView:
                 self._write(self._dim(neutralise(text)))
         elif self._show_reasoning:
             self._in_reasoning = True
-            self._to_stderr(text)
+            self._to_stderr(neutralise(text))  # for a person, not data: nothing raw (10.9)
         else:
             self._in_reasoning = True
 

@@ -52,6 +52,10 @@ WRITTEN: list[tuple[Record, dict[str, Any]]] = [
         {"turn": 1, "call_id": "call_1", "outcome": "allowed-always"},
     ),
     (
+        ApprovalDecided(1, "call_2", "rejected", "use uv instead"),
+        {"turn": 1, "call_id": "call_2", "outcome": "rejected", "reason": "use uv instead"},
+    ),
+    (
         ToolCallStarted(1, 1, "call_1", "read", "{}"),
         {"turn": 1, "step": 1, "call_id": "call_1", "name": "read", "arguments": "{}"},
     ),

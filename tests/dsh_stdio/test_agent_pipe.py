@@ -592,11 +592,11 @@ def test_paths_outside_are_refused_on_a_pipe(
     assert result.returncode == 0, result.stderr
     refused = f"dsh: [tool refused read] {REFUSED_READ}"
     assert tool_lines(result.stderr) == [
-        f"dsh: [tool read] {paths[0]} (outside the working directory: /etc/passwd)",
+        "dsh: [tool read] /etc/passwd (outside the working directory)",  # resolved
         refused,
         "dsh: [tool read] /etc/passwd (outside the working directory)",
         refused,
-        "dsh: [tool read] link (outside the working directory: /etc/passwd)",  # where it leads
+        "dsh: [tool read] link -> /etc/passwd (outside the working directory)",  # where it leads
         refused,
     ]
     events = assert_log_whole(home)
@@ -640,10 +640,10 @@ def test_a_name_with_a_newline_and_an_escape_is_shown_neutralised(
     assert result.returncode == 0, result.stderr
     assert b"\x1b" not in result.raw_stderr and b"\x07" not in result.raw_stderr
     lines = tool_lines(result.stderr)
-    assert lines[:3] == [
-        "dsh: [tool read] we^[[31mird\n  name.txt",
+    assert lines[:3] == [  # a summary is one line: a name with a line break is quoted
+        'dsh: [tool read] "we\\u001b[31mird\\nname.txt"',
         "dsh: [tool read done] 1 line",
-        "dsh: [tool read] no^[]0;pwned^Gsuch.txt",
+        'dsh: [tool read] "no\\u001b]0;pwned\\u0007such.txt"',
     ]
     assert lines[3].startswith(
         "dsh: [tool failed read] cannot read no^[]0;pwned^Gsuch.txt: [Errno 2] No such file"

@@ -36,8 +36,10 @@ __all__ = ["CHOICES", "PROMPT", "Terminal", "spawn_terminal"]
 pytestmark = pytest.mark.slow
 
 PROMPT = "> "
-CHOICES = "[y]es / [n]o / [a]lways this session: "
-CHOICES_ONCE = "[y]es / [n]o: "
+CHOICES = r'\[y\]es / \[N\]o(?: / \[a\]lways (?:this session|for "[^"]*"))?: '
+"""The choices, as a pattern: "always" for the session, for ``bash`` for one first word (and
+not offered for a command that is more than one simple command)."""
+CHOICES_ONCE = r"\[y\]es / \[N\]o: "
 SANDBOX_NOTE = r" \((?:not )?sandboxed[^\r\n]*\)"
 """What a ``bash`` question says about the sandbox: either, whichever this machine gets."""
 
@@ -119,7 +121,7 @@ class Terminal:
         """
         default = SANDBOX_NOTE if tool == "bash" else ""
         remark = default if note is None else " " + re.escape(note)
-        choices = re.escape(CHOICES_ONCE if once else CHOICES)
+        choices = CHOICES_ONCE if once else CHOICES
         self.child.expect(rf"Allow {re.escape(tool)}\? {re.escape(shown)}{remark} {choices}")
 
     def keys(self, keys: str) -> None:
@@ -425,7 +427,7 @@ def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
     term.send_turn("lines")
     term.child.expect(rf"\[tool bash\] \$ echo one\r\n  echo two\r\n  echo three{SANDBOX_NOTE}\r\n")
     term.child.expect_exact("$ echo one\r\necho two\r\necho three\r\n")  # whole, before asking
-    term.expect_question("bash", "$ echo one ...")
+    term.expect_question("bash", "the 3 lines above")
     term.keys("n\r")
     term.child.expect_exact("[tool refused bash]")
     assert term.leave() == 0

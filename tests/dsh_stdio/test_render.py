@@ -56,6 +56,41 @@ def test_neutralise(text: str, shown: str) -> None:
     assert "\x1b" not in neutralise(text)
 
 
+# SPEC 10.9: every control, invisible and format character a person could be fooled by.
+INVISIBLE = [
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    *range(0x7F, 0xA0),
+    0xAD,
+    0x61C,
+    0x180E,
+    *range(0x200B, 0x2010),
+    0x2028,
+    0x2029,
+    *range(0x202A, 0x202F),
+    *range(0x2060, 0x2065),
+    *range(0x2066, 0x2070),
+    0xFEFF,
+    *range(0xFFF9, 0xFFFC),
+    *range(0xE0000, 0xE0080),
+]
+
+
+@pytest.mark.parametrize("code", INVISIBLE, ids=lambda code: f"U+{code:04X}")
+def test_every_control_and_invisible_character_is_shown_visibly(code: int) -> None:
+    shown = neutralise(f"a{chr(code)}b")
+    assert chr(code) not in shown
+    assert shown in (f"a^{chr(code + 0x40)}b", "a^?b", f"a<U+{code:04X}>b")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["tab\tand\nnewline", "emoji \U0001f600", "accents éàü", "CJK 漢字", "a\u00a0b", "♥\ufe0f"],
+)
+def test_visible_text_is_left_alone(text: str) -> None:
+    assert neutralise(text) == text
+
+
 def test_writable_replaces_lone_surrogates_only() -> None:
     assert writable("half \ud800 pair \U0001f600") == "half \ufffd pair \U0001f600"
     assert writable("plain") == "plain"
