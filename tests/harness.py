@@ -131,8 +131,9 @@ def run_in_process(
     """Run ``dsh args...`` in this process as a child on pipes would run; its :class:`Run`.
 
     ``stdin`` is what the pipe would carry (a file here: read the same way, never a terminal),
-    ``env`` the whole environment, ``cwd`` the working directory, and its home is
-    ``env["DSH_HOME"]``. stdout and stderr are encoded as a child's are on pipes.
+    ``env`` the whole environment, ``cwd`` the working directory (for the run: the test's
+    own comes back), and its home is ``env["DSH_HOME"]``. stdout and stderr are encoded as a
+    child's are on pipes.
     """
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     out, err = _text_stream("surrogateescape"), _text_stream("backslashreplace")
@@ -144,9 +145,8 @@ def run_in_process(
             status = main(list(args), streams=Streams(source.fileno(), out, err), clock=clock)
         finally:
             _wait_stdin_readers()
-    return Run(
-        status, _contents(out), _contents(err), Path(env["DSH_HOME"]), time.monotonic() - started
-    )
+    home = Path(env.get("DSH_HOME") or Path(env.get("HOME", "/"), ".dsh"))  # as dsh finds it
+    return Run(status, _contents(out), _contents(err), home, time.monotonic() - started)
 
 
 # -- the terminal -------------------------------------------------------------------------------
