@@ -98,22 +98,23 @@ async def _run(
                 (out if terminal else err).write(named)
 
 
-def _stored(config: Config, out: TextIO) -> int:
+def _stored(config: Config, streams: Streams) -> int:
     """``--sessions`` and ``--show``: read the store, write nothing to it."""
     from dsh_core.tools import Toolbox, Workspace, builtin_tools
 
     from .sessions import list_sessions, show_session
 
+    out, err = streams.out, streams.err
     terminal = out.isatty()
     if not terminal:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dsh --show last | head` ends quietly
     if config.action == "sessions":
-        return list_sessions(config, out, terminal=terminal)
+        return list_sessions(config, out, terminal=terminal, err=err)
     assert config.show is not None
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
     describe = Toolbox(builtin_tools(workspace)).describe
-    return show_session(config, config.show, out, terminal=terminal, describe=describe)
+    return show_session(config, config.show, out, terminal=terminal, err=err, describe=describe)
 
 
 def main(
@@ -152,7 +153,7 @@ def main(
     terminal = os.isatty(streams.stdin) and streams.out.isatty()
     if config.action != "chat":
         try:
-            return _stored(config, streams.out)
+            return _stored(config, streams)
         except (HarnessError, OSError) as exc:
             return _startup_failed(exc, err)
     if config.json and terminal and config.question is None:
