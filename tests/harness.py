@@ -43,7 +43,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,9 +64,16 @@ __all__ = [
     "ScriptedAsker",
     "Terminal",
     "in_surroundings",
+    "on_terminal",
     "repl_in_process",
     "run_in_process",
 ]
+
+CHOICES = r'\[y\]es / \[N\]o(?: / \[a\]lways (?:this session|for "[^"]*"))?: '
+"""The choices, as a pattern: "always" for the session, or for ``bash`` for one first word."""
+CHOICES_ONCE = r"\[y\]es / \[N\]o: "
+SANDBOX_NOTE = r" \((?:not )?sandboxed[^\n]*\)"
+"""What a ``bash`` question says about the sandbox: either, whichever this machine gets."""
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
 """What a run of dsh may set for the process: restored after each in-process run."""
@@ -228,6 +235,22 @@ class Terminal:
         """Type ``keys`` (``\\r`` is Enter, ``\\x03`` Ctrl-C, ``\\x04`` Ctrl-D)."""
         self.keyboard.send_text(keys)
 
+    async def expect_question(
+        self, tool: str, shown: str, note: str | None = None, *, once: bool = False
+    ) -> None:
+        """The question's prompt line: ``Allow <tool>? <shown> [note] [y]es / [N]o ...: ``.
+
+        ``note`` is the remark after the call; by default, for ``bash`` whether it runs in the
+        sandbox, for other tools none. ``once``: no "always" is offered (a call outside the
+        working directory, on a protected path, or leaving the sandbox).
+        """
+        default = SANDBOX_NOTE if tool == "bash" else ""
+        remark = default if note is None else " " + re.escape(note)
+        choices = CHOICES_ONCE if once else CHOICES
+        await self.expect(
+            re.compile(rf"Allow {re.escape(tool)}\? {re.escape(shown)}{remark} {choices}")
+        )
+
     async def turn(self, line: str) -> None:
         """At the prompt, type ``line`` and Enter."""
         await self.expect("> ")
@@ -266,6 +289,7 @@ async def repl_in_process(
     *args: str,
     cwd: Path,
     model: ChatModel | None = None,
+    clock: Clock = LOOP_CLOCK,
     rows: int = 24,
     columns: int = 200,
 ) -> AsyncIterator[Terminal]:
@@ -274,8 +298,9 @@ async def repl_in_process(
 
     prompt_toolkit reads the keys :meth:`Terminal.keys` types and draws its dumb-terminal
     prompt on the screen; stdin is no terminal to dsh (``/dev/null``), so it changes no
-    terminal's modes. ``model`` replaces the DeepSeek adapter (a ``ScriptedModel``);
-    ``rows`` x ``columns`` is the size the approval question lays itself out for.
+    terminal's modes. ``model`` replaces the DeepSeek adapter (a ``ScriptedModel``), ``clock``
+    is the adapter's; ``rows`` x ``columns`` is the size the approval question lays itself
+    out for.
     """
     from prompt_toolkit.application import create_app_session
     from prompt_toolkit.input import create_pipe_input
@@ -294,7 +319,13 @@ async def repl_in_process(
     ):
         config = parse_config(list(args))
         runtime = Runtime.open(
-            config, out=screen, err=screen, terminal=True, stdin=no_terminal, model=model
+            config,
+            out=screen,
+            err=screen,
+            terminal=True,
+            stdin=no_terminal,
+            model=model,
+            clock=clock,
         )
         task = asyncio.create_task(run_repl(runtime, screen))
         term = Terminal(screen, runtime, task, keyboard, config.home)
@@ -314,6 +345,25 @@ class _Descriptor:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def on_terminal(
+    env: Mapping[str, str],
+    cwd: Path,
+    script: Callable[[Terminal], Awaitable[None]],
+    *args: str,
+    clock: Clock = LOOP_CLOCK,
+    model: ChatModel | None = None,
+) -> Terminal:
+    """Run the REPL in-process (:func:`repl_in_process`) and ``script`` against it, in an event
+    loop of its own; the :class:`Terminal`, for checking the screen and the logs afterwards."""
+
+    async def main() -> Terminal:
+        async with repl_in_process(env, *args, cwd=cwd, clock=clock, model=model) as term:
+            await script(term)
+        return term
+
+    return asyncio.run(main())
 
 
 # -- approval questions -------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Pipe behaviour runs ``dsh`` on real pipes; terminal behaviour on a pseudo-terminal (pexpect,
 ``TERM=dumb``). Every wait is for something dsh shows or writes, never for a time. What needs
 no process (resuming elsewhere, stopping a pipe, next steps, ids, ``--quiet``, a keyless local
-server) runs in-process in ``test_main.py``.
+server) runs in-process in ``test_main.py``, and the terminal habits that need no terminal
+(leaving, Ctrl-C at the prompt, ``/session``, a running command's live line, a diff after
+``[a]``) in ``test_terminal.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from dsh_core.testing import StubServer
-from tests.dsh_stdio.test_agent_terminal import PROMPT, Terminal, bash, spawn_terminal
+from tests.dsh_stdio.test_agent_terminal import spawn_terminal
 from tests.support import DSH, HANG_GUARD, assert_no_canary
 
 pytestmark = pytest.mark.slow
@@ -93,79 +94,3 @@ def test_one_shot_at_a_terminal_asks_on_it(
     assert (workdir / "answer.txt").read_text().startswith("Tool results: [bash] total ")
     assert [data["outcome"] for data in events(home, "approval/decided")] == ["allowed"]
     assert_no_canary(home, term.screen.getvalue())
-
-
-# -- tools on a terminal ------------------------------------------------------------------------
-
-
-def test_a_running_command_shows_a_live_line_then_its_last_lines(
-    term: Terminal, stub: StubServer, workdir: Path
-) -> None:
-    # The command waits for a file that the test makes once the live line is on screen.
-    command = "while [ ! -e go ]; do sleep 0.05; done; seq 1 7"
-    stub.enqueue(bash(command))
-    term.send_turn("count")
-    term.expect_question("bash", f"$ {command}")
-    term.keys("y\r")
-    term.child.expect(r"… bash running \d+ s \(Ctrl-C to stop\)")
-    (workdir / "go").touch()
-    term.child.expect_exact("[tool bash exit 0] 7 lines\r\n")
-    term.child.expect_exact("  3\r\n  4\r\n  5\r\n  6\r\n  7\r\n")  # the last five
-    term.child.expect_exact("Tool results: [bash] 1")
-    assert term.leave() == 0
-
-
-def test_an_edit_allowed_always_still_shows_its_diff(term: Terminal, workdir: Path) -> None:
-    term.send_turn("tooledit")
-    term.expect_question("edit", "demo.txt")
-    term.keys("a\r")
-    term.child.expect_exact("[tool edit done]")
-    term.send_turn("tooledit again")
-    term.child.expect_exact("[tool edit] demo.txt\r\n")
-    term.child.expect_exact(
-        "--- a/demo.txt\r\n+++ b/demo.txt\r\n@@ -1,2 +1,2 @@\r\n"
-        "-Hello again from the dsh demo.\r\n+Hello again again from the dsh demo.\r\n"
-    )
-    term.child.expect_exact("[tool edit done]")
-    assert term.leave() == 0
-    assert (workdir / "demo.txt").read_text().startswith("Hello again again from")
-
-
-# -- leaving, Ctrl-C, /help, /session -------------------------------------------------------------
-
-
-@pytest.mark.parametrize("line", ["/quit", "exit", "quit"])
-def test_quit_and_exit_leave(term: Terminal, line: str) -> None:
-    term.send_turn(line)
-    term.child.expect(pexpect.EOF)
-    term.child.close()
-    assert term.child.exitstatus == 0
-
-
-def test_ctrl_c_at_an_empty_prompt_says_how_to_leave_and_help_lists_slashes(
-    term: Terminal,
-) -> None:
-    term.child.expect_exact(PROMPT)
-    term.keys("\x03")
-    term.child.expect_exact("dsh: Ctrl-C clears the line; to leave: Ctrl-D on an empty line")
-    term.send_turn("/help")
-    term.child.expect(r"//TEXT +send a message that starts with /")
-    assert term.leave() == 0
-
-
-def test_session_shows_model_url_directory_sandbox_and_grants(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
-) -> None:
-    term = spawn_terminal([*DSH, "--allow", "write", "-m", "some-model"], dsh_env, workdir, home)
-    try:
-        term.send_turn("/session")
-        term.child.expect(rf"session +{SESSION_ID}\r\n")
-        term.child.expect(r"log +\S+session\.jsonl\r\n")
-        term.child.expect_exact("some-model\r\n")
-        term.child.expect(rf"base URL +{stub.url}\r\n")
-        term.child.expect(rf"directory +{workdir}\r\n")
-        term.child.expect(r"sandbox +\S")
-        term.child.expect_exact("grants     --allow: write; always this session: none\r\n")
-        assert term.leave() == 0
-    finally:
-        term.child.close(force=True)
