@@ -1,5 +1,6 @@
-"""What the display attacks share (SPEC 10.5, 10.9, 10.10): fixtures, the real ``dsh`` on a
-pipe or a terminal, and the checks that the key is nowhere and that nothing raw was shown.
+"""What the display attacks share (SPEC 10.5, 10.9, 10.10): fixtures, ``dsh`` on a pipe
+(in-process) or on a terminal (the real process, pexpect), and the checks that the key is
+nowhere and that nothing raw was shown.
 
 Fixtures are imported by the test files that use them, as ``<name>_fixture`` (the fixture is
 called ``<name>``): no conftest here, others write tests in this directory too.
@@ -16,8 +17,8 @@ import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
 from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
-from tests.reliability.conftest import Run, read_events, run_dsh, single_log
-from tests.support import CANARY_KEY, DSH, assert_no_canary, child_env
+from tests.harness import run_in_process
+from tests.support import CANARY_KEY, DSH, Run, assert_no_canary, child_env, read_events, single_log
 
 __all__ = [
     "CANARY_KEY",
@@ -97,8 +98,9 @@ class terminal:  # used as a function: `with terminal(env, cwd, home) as term:`
 
 
 def pipe(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> Run:
-    """Run dsh to its end in ``cwd`` with ``stdin`` on a pipe."""
-    return run_dsh(env, *args, stdin=stdin.encode(), cwd=cwd)
+    """Run dsh to its end in ``cwd`` with ``stdin`` as its input, as on a pipe: in-process
+    (``tests/harness.py``), since what a pipe run shows and stores needs no process."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
 
 
 def call(name: str, **arguments: Any) -> ToolCalls:
