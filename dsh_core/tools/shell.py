@@ -32,12 +32,14 @@ import dataclasses
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, assert_never
 
 from ..errors import ABORTED
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
+from .confinement import on_path
 from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
@@ -46,13 +48,18 @@ from .workspace import Workspace
 __all__ = ["BashTool", "shell_argv"]
 
 
-def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:
-    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``."""
-    import shutil  # with bz2 and lzma it costs startup time; only a command needs it
+def shell_argv(command: str, environment: Mapping[str, str], root: Path | None = None) -> list[str]:
+    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``.
 
+    A ``PATH`` directory under ``root`` (the working directory, which sandboxed commands write)
+    or a relative one is passed over: dsh never starts a program a command could have planted.
+    """
     path = environment.get("PATH", os.defpath)
-    shell = shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
-    return [shell, "-c", command]
+    for name in ("bash", "sh"):
+        shell, _ = on_path(name, path, root=root)
+        if shell is not None:
+            return [shell, "-c", command]
+    return ["/bin/sh", "-c", command]
 
 
 class BashTool:
@@ -111,22 +118,25 @@ class BashTool:
         self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None
     ) -> ToolOutput:
         workspace = self.workspace
-        argv = launcher.wrap(shell_argv(command, workspace.environment))
+        argv = shell_argv(command, workspace.environment, workspace.root)
         output = CappedOutput(workspace.output_dir, limit=OUTPUT_LIMIT, prefix="bash-")
-        try:
-            completion = await run_child(
-                argv,
-                cwd=workspace.root,
-                env=workspace.environment,
-                sink=output.feed,
-                time_limit=timeout_s,
-                timings=self.timings,
-            )
-        except OSError as exc:
-            raise ToolError(f"could not start {argv[0]} in {workspace.root}") from exc
-        finally:
-            output.close()
-        return _result(completion, output, timeout_s, sandbox)
+        with launcher.launch(argv) as launch:
+            try:
+                completion = await run_child(
+                    launch.argv,
+                    cwd=workspace.root,
+                    env=workspace.environment,
+                    sink=output.feed,
+                    time_limit=timeout_s,
+                    timings=self.timings,
+                    pass_fds=launch.pass_fds,
+                    signal_group=launch.signal_group,
+                )
+            except OSError as exc:
+                raise ToolError(f"could not start {launch.argv[0]} in {workspace.root}") from exc
+            finally:
+                output.close()
+        return _result(completion, output, timeout_s, sandbox, launch.notes)
 
 
 def _command(arguments: Mapping[str, Any]) -> str:
@@ -173,10 +183,14 @@ def _timeout_s(arguments: Mapping[str, Any]) -> float:
 
 
 def _result(
-    completion: Completion, output: CappedOutput, timeout_s: float, sandbox: Sandbox | None
+    completion: Completion,
+    output: CappedOutput,
+    timeout_s: float,
+    sandbox: Sandbox | None,
+    notes: list[str],
 ) -> ToolOutput:
     """The call's result: the output, then how the command ended (and what the sandbox forbids,
-    when a sandboxed command failed by itself)."""
+    when a sandboxed command failed by itself; and what it undid afterwards, ``notes``)."""
     code = completion.returncode
     text = output.text()
     said = text
@@ -186,6 +200,8 @@ def _result(
         text = _end_line(text, f"[killed by signal {-code} ({signal_name(-code)})]")
     if code != 0 and sandbox is not None and completion.ended == "exited":
         text = _end_line(text, sandbox.explain(said))
+    for note in notes:
+        text = _end_line(text, note)
     sent = ", then ".join(signum.name for signum in completion.signals)
     sent = f" (sent {sent})" if sent else ""
     match completion.ended:

@@ -158,15 +158,17 @@ def leaving(command: str, justification: str) -> ToolCalls:
 
 def sandboxed(work: Path, *, network: bool = False) -> str:
     """The note of a sandboxed call, as the call line and the question end."""
-    return f"(sandboxed: writes only {work}, {'network allowed' if network else 'no network'})"
+    network_said = "network allowed" if network else "no network"
+    return f"(sandboxed: writes only {work}, reads all but your credentials, {network_said})"
 
 
 def explained(work: Path) -> str:
     """The line that ends the result of a command the sandbox stopped (no network allowed)."""
     return (
         "[sandbox: the command may have failed because of the sandbox: the file system is "
-        f"read-only outside {work} and /tmp; there is no network. If it needs more, ask to run "
-        "it with sandbox: false and a justification]"
+        f"read-only outside {work} and /tmp, and inside it for .git/config, .git/hooks, .dsh, "
+        ".agents and dsh's own installation; there is no network; unix sockets are refused. If "
+        "it needs more, ask to run it with sandbox: false and a justification]"
     )
 
 
@@ -549,13 +551,14 @@ def test_the_question_says_what_a_wide_working_directory_means(
     if where == "root":  # nothing is written there: the command only asks, and is refused
         cwd = Path("/")
         note = (
-            "(sandboxed: writes anywhere under / — the working directory is the root; no network)"
+            "(sandboxed: writes anywhere under / — the working directory is the root; "
+            "reads all but your credentials; no network)"
         )
     else:
         cwd = user_home
         note = (
             f"(sandboxed: writes only {user_home} — your home directory, dotfiles and all; "
-            "no network)"
+            "reads all but your credentials; no network)"
         )
     stub.enqueue(bash_calls("true"))
     term = spawn_terminal(DSH, env, cwd, dsh_home)
