@@ -71,7 +71,13 @@ _TRIPWIRE_NAMES = ("config", "commondir", "config.worktree")
 
 def inside(path: Path, root: Path) -> bool:
     """Whether ``path`` is strictly inside ``root`` (both resolved)."""
-    return path != root and path.is_relative_to(root)
+    return path != root and _under(path, root)
+
+
+def _under(path: Path, other: Path) -> bool:
+    """``path.is_relative_to(other)``, on the strings: it runs for every command, many times."""
+    text, prefix = str(path), str(other)
+    return text == prefix or text.startswith(prefix if prefix.endswith("/") else prefix + "/")
 
 
 def installation_paths() -> tuple[Path, ...]:
@@ -123,7 +129,7 @@ def on_path(
         if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
             continue
         directory = Path(os.path.realpath(entry or "."))
-        writable = root is not None and directory.is_relative_to(root)
+        writable = root is not None and _under(directory, root)
         if not os.path.isabs(entry) or (writable and not _under_any(directory, read_only)):
             passed_over.append(candidate)
             continue
@@ -223,8 +229,9 @@ def confine(
 ) -> Confinement:
     """What the sandbox keeps under ``root`` now (see the module docstring); ``lstat`` only."""
     keep = _Keep(root)
-    for path in installation:
-        keep.read_only(path)
+    for path in installation:  # resolved already (installation_paths): only looked at
+        if inside(path, root) and os.path.lexists(path):
+            keep.kept.append(path)
     repositories = [root, *(found.repositories if found else ())]
     for repository in repositories:
         keep.repository(repository, top=repository == root)
@@ -271,9 +278,15 @@ class _Keep:
             return  # outside: read-only already (or the root itself: never made read-only)
         if os.path.lexists(resolved):
             self.kept.append(resolved)
-        elif placeholder and self.root != Path("/") and resolved.parent.is_dir():
+        elif placeholder and self.root != Path("/"):
             # (A dangling symlink gets its target made: that is where a write would go.)
-            self.placeholders.append(resolved)
+            self.placeholder(resolved)
+
+    def placeholder(self, path: Path) -> None:
+        """A placeholder for ``path`` where one can be made: where we cannot write, neither can
+        a command, and bwrap could not make the mount point."""
+        if os.access(path.parent, os.W_OK):
+            self.placeholders.append(path)
 
     def repository(self, directory: Path, *, top: bool) -> None:
         """A repository's ``.git``: a directory, a ``gitdir:`` file, or (at the top) missing."""
@@ -312,7 +325,7 @@ class _Keep:
             elif name in _TRIPWIRE_NAMES:
                 self.tripwires.append(path)
             else:
-                self.placeholders.append(path)
+                self.placeholder(path)
         if linked:
             common = _read_path(gitdir / "commondir", gitdir)
             if common is not None:
@@ -369,9 +382,9 @@ def _hidden(
     for candidate in paths:
         path = Path(os.path.realpath(candidate))
         mode = _mode(path)
-        if mode is None or root.is_relative_to(path):
+        if mode is None or _under(root, path):
             continue
-        if path.is_relative_to("/tmp") and not path.is_relative_to(root):
+        if _under(path, Path("/tmp")) and not _under(path, root):
             continue
         target = directories if stat.S_ISDIR(mode) else files
         if path not in target:
@@ -389,7 +402,7 @@ def _outermost(paths: Iterable[Path]) -> tuple[Path, ...]:
 
 
 def _under_any(path: Path, others: Sequence[Path]) -> bool:
-    return any(path.is_relative_to(other) for other in others)
+    return any(_under(path, other) for other in others)
 
 
 def _depth(path: Path) -> tuple[int, str]:

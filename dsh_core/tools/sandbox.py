@@ -60,7 +60,14 @@ from typing import Literal
 
 from ..chain import error_chain
 from ..errors import HarnessError
-from .confinement import Confinement, RepositoryScan, confine, installation_paths, on_path
+from .confinement import (
+    Confinement,
+    RepositoryScan,
+    confine,
+    inside,
+    installation_paths,
+    on_path,
+)
 from .launchers import Launch, Launcher, Unsandboxed
 from .workspace import Workspace, child_environment
 
@@ -162,7 +169,11 @@ class Bwrap:
     ) -> Bwrap:
         """A Bwrap for ``workspace``: its root, its user's home, dsh's installation."""
         home = workspace.environment.get("HOME") or os.path.expanduser("~")
-        installation = (*installation_paths(), Path(os.path.realpath(program)))
+        installation = tuple(
+            path
+            for path in (*installation_paths(), Path(os.path.realpath(program)))
+            if inside(path, workspace.root)  # only these need a mount
+        )
         return cls(
             workspace.root,
             network=network,

@@ -470,6 +470,16 @@ def test_nested_repositories_and_protected_directories(root: Path) -> None:
     ]
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory: nothing to see")
+def test_no_placeholder_where_nobody_may_write(root: Path) -> None:
+    # bwrap could not make the mount point, and every command would fail.
+    root.chmod(0o555)
+    try:
+        assert confine(root).placeholders == ()
+    finally:
+        root.chmod(0o755)
+
+
 def test_the_scan_stops_at_its_budget(root: Path) -> None:
     for n in range(5):
         (root / f"d{n}").mkdir()
