@@ -599,7 +599,7 @@ def verdict(program: bytes, *, arch: int, nr: int, arg0: int = 0) -> int:
             taken = accumulator == k if op == 0x15 else accumulator >= k
             pc += 1 + (jt if taken else jf)
         elif op == 0x06:  # ret k
-            return k
+            return int(k)
         else:
             raise AssertionError(f"unexpected instruction {op:#x}")
 
