@@ -2,9 +2,10 @@
 the real ``dsh`` for hostile ``bash`` calls under ``--allow shell``; the test then checks the
 consequence outside (the next start, the user's next ``git``, what the command read).
 
-Fixtures are imported by name into each test file (``tests/security`` has no conftest of its
-own: other branches write there too). Directories live under ``/var/tmp``: the sandbox has a
-private ``/tmp``, so a target or a secret under the host's ``/tmp`` would prove nothing.
+The one fixture, ``scene`` (:class:`Scene`), is imported into each test file as
+``scene_fixture`` (``tests/security`` has no conftest of its own: other branches write there).
+Directories live under ``/var/tmp``: the sandbox has a private ``/tmp``, so a target or a secret
+under the host's ``/tmp`` would prove nothing.
 
 A *marker* is a file outside the working directory that a planted payload writes the key into
 when it runs: its absence after the consequence was given every chance to happen is the proof,
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,23 +33,15 @@ from tests.support import CANARY_KEY, child_env
 
 __all__ = [
     "CANARY_KEY",
-    "FIXTURES",
     "NEXT",
     "Run",
-    "base_fixture",
+    "Scene",
     "bash_calls",
-    "dsh_home_fixture",
-    "env_fixture",
-    "marker_fixture",
     "needs_bwrap",
     "payload",
-    "results",
-    "run_dsh",
     "run_program",
-    "stub_fixture",
-    "user_home_fixture",
+    "scene_fixture",
     "went_on",
-    "work_fixture",
 ]
 
 BWRAP_PROBLEM = probe_bwrap()
@@ -56,62 +50,63 @@ needs_bwrap = pytest.mark.skipif(
     reason=f"bubblewrap cannot run here, so the sandbox cannot be attacked: {BWRAP_PROBLEM}",
 )
 
-FIXTURES = ("stub", "base", "work", "user_home", "dsh_home", "env", "marker")
-"""The fixtures here, by name; a test file imports their ``*_fixture`` functions."""
-
 NEXT = "still here"
 """The line after the turn under test: its answer shows that the session went on."""
 
 
-@pytest.fixture(name="stub")
-def stub_fixture() -> Iterator[StubServer]:
-    """A stub server for this test alone."""
-    with StubServer() as server:
-        yield server
+@dataclass
+class Scene:
+    """One attack's world: the stub the scripted model speaks from, and where dsh runs."""
 
-
-@pytest.fixture(name="base")
-def base_fixture() -> Iterator[Path]:
-    """A fresh directory under ``/var/tmp`` (resolved), removed with all it holds."""
-    path = Path(os.path.realpath(tempfile.mkdtemp(prefix="dsh-attack-", dir="/var/tmp")))
-    assert not path.is_relative_to("/tmp"), f"/var/tmp resolves into /tmp here: {path}"
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path)
-
-
-@pytest.fixture(name="work")
-def work_fixture(base: Path) -> Path:
-    path = base / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(name="user_home")
-def user_home_fixture(base: Path) -> Path:
+    stub: StubServer
+    """This test's own stub server (its queue, its call ids)."""
+    base: Path
+    """A fresh directory under ``/var/tmp`` holding the rest; removed afterwards."""
+    work: Path
+    """The working directory."""
+    home: Path
     """``$HOME`` of the child dsh: never the real one, outside the working directory."""
-    path = base / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(name="dsh_home")
-def dsh_home_fixture(base: Path) -> Path:
+    dsh_home: Path
     """``DSH_HOME``, under ``/var/tmp`` too: a sandboxed command must not read it."""
-    return base / "dsh-home"
-
-
-@pytest.fixture(name="env")
-def env_fixture(stub: StubServer, dsh_home: Path, user_home: Path) -> dict[str, str]:
-    """The child's environment: the canary key, the stub, a private ``DSH_HOME`` and ``HOME``."""
-    return child_env(stub.url, dsh_home, HOME=str(user_home))
-
-
-@pytest.fixture(name="marker")
-def marker_fixture(base: Path) -> Path:
+    env: dict[str, str]
+    """The child's environment: the canary key, the stub, ``DSH_HOME`` and ``HOME``."""
+    marker: Path
     """Where a payload that ran writes the key: outside the working directory."""
-    return base / "payload-ran"
+
+    def attack(self, *commands: str, allow: str = "shell") -> tuple[list[dict[str, Any]], Run]:
+        """dsh runs the model's ``commands`` (one step), then answers :data:`NEXT`: the
+        ``tool/result`` events and the run."""
+        self.stub.enqueue(bash_calls(*commands))
+        run = run_dsh(self.env, self.work, "--allow", allow, stdin=f"attack\n{NEXT}\n")
+        went_on(run)
+        return data_of(assert_log_whole(self.dsh_home), "tool/result"), run
+
+    def content(self, command: str, *, allow: str = "shell") -> str:
+        """What the model gets back from one ``command``."""
+        (outcome,), _ = self.attack(command, allow=allow)
+        return str(outcome["content"])
+
+
+@pytest.fixture(name="scene")
+def scene_fixture() -> Iterator[Scene]:
+    base = Path(os.path.realpath(tempfile.mkdtemp(prefix="dsh-attack-", dir="/var/tmp")))
+    assert not base.is_relative_to("/tmp"), f"/var/tmp resolves into /tmp here: {base}"
+    try:
+        with StubServer() as stub:
+            (base / "work").mkdir()
+            (base / "home").mkdir()
+            env = child_env(stub.url, base / "dsh-home", HOME=str(base / "home"))
+            yield Scene(
+                stub,
+                base,
+                base / "work",
+                base / "home",
+                base / "dsh-home",
+                env,
+                base / "payload-ran",
+            )
+    finally:
+        shutil.rmtree(base)
 
 
 def payload(marker: Path) -> str:
@@ -122,11 +117,6 @@ def payload(marker: Path) -> str:
 def bash_calls(*commands: str) -> ToolCalls:
     """One step asking for one ``bash`` call per command, in order."""
     return ToolCalls(tuple(("bash", json.dumps({"command": command})) for command in commands))
-
-
-def results(dsh_home: Path) -> list[dict[str, Any]]:
-    """The ``tool/result`` events of the one log, which must be whole and paired."""
-    return data_of(assert_log_whole(dsh_home), "tool/result")
 
 
 def run_program(argv: list[str], env: dict[str, str], cwd: Path, stdin: str) -> Run:

@@ -17,22 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import StubServer
-from tests.security._support_sandbox import (  # noqa: F401 (fixtures are found by name)
-    NEXT,
-    base_fixture,
-    bash_calls,
-    dsh_home_fixture,
-    env_fixture,
-    marker_fixture,
+from tests.security._support_sandbox import (  # noqa: F401 (the fixture is found by name)
+    Scene,
     needs_bwrap,
     payload,
-    results,
-    run_dsh,
-    stub_fixture,
-    user_home_fixture,
-    went_on,
-    work_fixture,
+    scene_fixture,
 )
 
 pytestmark = [pytest.mark.slow, needs_bwrap]
@@ -68,128 +57,98 @@ def write_script(path: str, marker: Path) -> str:
     return f"printf %s {shlex.quote(evil(marker))} > {path} && chmod +x {path}"
 
 
-def attack(command: str, env: dict[str, str], work: Path, stub: StubServer) -> str:
-    """dsh runs the model's ``command`` in ``work``; its result for the model."""
-    stub.enqueue(bash_calls(command))
-    went_on(run_dsh(env, work, "--allow", "shell", stdin=f"attack\n{NEXT}\n"))
-    (result,) = [str(r["content"]) for r in results(Path(env["DSH_HOME"]))]
-    return result
+@pytest.mark.parametrize("nested", ["", "vendor/lib/"], ids=["repository", "nested-repository"])
+def test_hook_planted_in_git_hooks_does_not_run_at_next_commit(scene: Scene, nested: str) -> None:
+    repository(scene.work, scene.env)
+    target = repository(scene.work / nested, scene.env)
+    hook = f"{nested}.git/hooks/pre-commit"
+    result = scene.content(write_script(hook, scene.marker))
+    assert git(target, scene.env, "commit", "-q", "--allow-empty", "-m", "user's").returncode == 0
+    assert not scene.marker.exists()
+    assert f"{hook}: Read-only file system" in result
 
 
-def test_hook_planted_in_git_hooks_does_not_run_at_next_commit(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
-) -> None:
-    repository(work, env)
-    result = attack(write_script(".git/hooks/pre-commit", marker), env, work, stub)
-    assert git(work, env, "commit", "-q", "--allow-empty", "-m", "user's").returncode == 0
-    assert not marker.exists()
-    assert ".git/hooks/pre-commit: Read-only file system" in result
-
-
-def test_fsmonitor_written_to_git_config_does_not_run_at_git_status(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
-) -> None:
-    repository(work, env)
-    command = f'{write_script("evil.sh", marker)} && git config core.fsmonitor "$PWD/evil.sh"'
-    result = attack(command, env, work, stub)
-    assert git(work, env, "status").returncode == 0
-    assert not marker.exists()
+def test_fsmonitor_written_to_git_config_does_not_run_at_git_status(scene: Scene) -> None:
+    repository(scene.work, scene.env)
+    script = write_script("evil.sh", scene.marker)
+    result = scene.content(f'{script} && git config core.fsmonitor "$PWD/evil.sh"')
+    assert git(scene.work, scene.env, "status").returncode == 0
+    assert not scene.marker.exists()
     # git writes a lock file, then renames it over .git/config: a mount point stays.
     assert "could not write config file .git/config: Device or resource busy" in result
-    assert "fsmonitor" not in (work / ".git" / "config").read_text()
+    assert "fsmonitor" not in (scene.work / ".git" / "config").read_text()
 
 
-def test_git_directory_swapped_for_a_planted_one_does_not_run_at_git_status(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
-) -> None:
+def test_git_directory_swapped_for_a_planted_one_does_not_run_at_git_status(scene: Scene) -> None:
     # What a read-only .git/config alone would allow: move the repository away, make another.
-    repository(work, env)
-    command = (
-        f"{write_script('evil.sh', marker)} && mv .git .git-moved && git init -q && "
+    repository(scene.work, scene.env)
+    result = scene.content(
+        f"{write_script('evil.sh', scene.marker)} && mv .git .git-moved && git init -q && "
         'git config core.fsmonitor "$PWD/evil.sh"'
     )
-    result = attack(command, env, work, stub)
-    assert git(work, env, "status").returncode == 0
-    assert not marker.exists()
+    assert git(scene.work, scene.env, "status").returncode == 0
+    assert not scene.marker.exists()
     assert "mv: cannot move '.git' to '.git-moved': Device or resource busy" in result
-    assert not (work / ".git-moved").exists()
+    assert not (scene.work / ".git-moved").exists()
 
 
 def test_commondir_pointing_at_a_planted_repository_does_not_run_at_git_status(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
+    scene: Scene,
 ) -> None:
     # .git/commondir names the directory git takes config and hooks from; it cannot be a
     # placeholder (git reads whatever is there), so dsh removes one the command made.
-    repository(work, env)
-    command = (
-        f"{write_script('evil.sh', marker)} && git init -q --bare planted.git && "
+    repository(scene.work, scene.env)
+    result = scene.content(
+        f"{write_script('evil.sh', scene.marker)} && git init -q --bare planted.git && "
         'git -C planted.git config core.fsmonitor "$PWD/evil.sh" && '
         'echo "$PWD/planted.git" > .git/commondir && echo planted'
     )
-    result = attack(command, env, work, stub)
-    assert git(work, env, "status").returncode == 0
-    assert not marker.exists()
+    assert git(scene.work, scene.env, "status").returncode == 0
+    assert not scene.marker.exists()
     assert result == (
         "planted\n[sandbox: removed .git/commondir, which the command created: git would take "
         "its configuration and hooks from it, outside the sandbox]"
     )
-    assert not (work / ".git" / "commondir").exists()
+    assert not (scene.work / ".git" / "commondir").exists()
 
 
 def test_new_repository_with_fsmonitor_cannot_be_made_in_the_working_directory(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
+    scene: Scene,
 ) -> None:
     # Not a repository: the user's prompt (or next `git status`) in it would run a new one's.
-    command = (
-        f'{write_script("evil.sh", marker)} && git init && git config core.fsmonitor "$PWD/evil.sh"'
+    result = scene.content(
+        f"{write_script('evil.sh', scene.marker)} && git init && "
+        'git config core.fsmonitor "$PWD/evil.sh"'
     )
-    result = attack(command, env, work, stub)
-    status = git(work, env, "status")
-    assert not marker.exists()
+    status = git(scene.work, scene.env, "status")
+    assert not scene.marker.exists()
     assert status.returncode == 128 and "not a git repository" in status.stderr
     assert "Read-only file system" in result
-    assert not (work / ".git").exists()  # the placeholder went with the command
+    assert not (scene.work / ".git").exists()  # the placeholder went with the command
 
 
-def test_hook_planted_in_a_nested_repository_does_not_run(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
-) -> None:
-    repository(work, env)
-    nested = repository(work / "vendor" / "lib", env)
-    result = attack(write_script("vendor/lib/.git/hooks/pre-commit", marker), env, work, stub)
-    assert git(nested, env, "commit", "-q", "--allow-empty", "-m", "user's").returncode == 0
-    assert not marker.exists()
-    assert "vendor/lib/.git/hooks/pre-commit: Read-only file system" in result
-
-
-def test_worktree_pointer_redirected_to_a_planted_repository_does_not_run(
-    env: dict[str, str], stub: StubServer, work: Path, marker: Path
-) -> None:
+def test_worktree_pointer_redirected_to_a_planted_repository_does_not_run(scene: Scene) -> None:
     # A linked worktree's .git is a file, "gitdir: <where its git directory is>".
-    main = repository(work / "main", env)
-    assert git(main, env, "worktree", "add", "-q", "../wt").returncode == 0
-    command = (
-        f"{write_script('evil.sh', marker)} && git init -q planted && "
+    main = repository(scene.work / "main", scene.env)
+    assert git(main, scene.env, "worktree", "add", "-q", "../wt").returncode == 0
+    result = scene.content(
+        f"{write_script('evil.sh', scene.marker)} && git init -q planted && "
         'git -C planted config core.fsmonitor "$PWD/evil.sh" && '
         'echo "gitdir: $PWD/planted/.git" > wt/.git'
     )
-    result = attack(command, env, work, stub)
-    assert git(work / "wt", env, "status").returncode == 0
-    assert not marker.exists()
+    assert git(scene.work / "wt", scene.env, "status").returncode == 0
+    assert not scene.marker.exists()
     assert "wt/.git: Read-only file system" in result
 
 
-def test_skill_planted_in_agents_or_dsh_is_refused(
-    env: dict[str, str], stub: StubServer, work: Path
-) -> None:
+def test_skill_planted_in_agents_or_dsh_is_refused(scene: Scene) -> None:
     # A skill steers every later session in this repository (SPEC 13). 0.2.0 wrote both.
-    (work / ".dsh").mkdir()
-    command = (
+    (scene.work / ".dsh").mkdir()
+    result = scene.content(
         "mkdir -p .agents/skills/helper; echo planted > .agents/skills/helper/SKILL.md; "
         "mkdir -p .dsh/skills/helper; echo planted > .dsh/skills/helper/SKILL.md"
     )
-    result = attack(command, env, work, stub)
-    assert not (work / ".agents").exists()
-    assert list((work / ".dsh").iterdir()) == []
+    assert not (scene.work / ".agents").exists()
+    assert list((scene.work / ".dsh").iterdir()) == []
     assert result.count("mkdir: cannot create directory") == 2
     assert result.count(": Read-only file system\n") == 2

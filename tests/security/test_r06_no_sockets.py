@@ -14,25 +14,13 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import StubServer
-from tests.security._support_sandbox import (  # noqa: F401 (fixtures are found by name)
-    NEXT,
-    base_fixture,
-    bash_calls,
-    dsh_home_fixture,
-    env_fixture,
-    marker_fixture,
+from tests.security._support_sandbox import (  # noqa: F401 (the fixture is found by name)
+    Scene,
     needs_bwrap,
-    results,
-    run_dsh,
-    stub_fixture,
-    user_home_fixture,
-    went_on,
-    work_fixture,
+    scene_fixture,
 )
 from tests.support import HANG_GUARD, sandbox_python, wait_until
 
@@ -88,9 +76,9 @@ class UnixServer:
 
 
 @pytest.fixture
-def agent_socket(base: Path) -> Iterator[UnixServer]:
+def agent_socket(scene: Scene) -> Iterator[UnixServer]:
     """A socket outside the working directory, where ``screen`` or an agent keeps one."""
-    server = UnixServer(str(base / "agent.sock"))
+    server = UnixServer(str(scene.base / "agent.sock"))
     try:
         yield server
     finally:
@@ -107,33 +95,28 @@ def abstract_socket() -> Iterator[UnixServer]:
         server.close()
 
 
-def connect_from_the_sandbox(
-    server: UnixServer, env: dict[str, str], work: Path, stub: StubServer, *allow: str
-) -> str:
+def connect_from_the_sandbox(server: UnixServer, scene: Scene, allow: str) -> str:
     """dsh runs a command that connects to ``server``; its result for the model."""
     command = f"{sandbox_python()} -c {shlex.quote(CONNECT)} {shlex.quote(server.address)}"
-    stub.enqueue(bash_calls(command))
-    went_on(run_dsh(env, work, "--allow", ",".join(["shell", *allow]), stdin=f"go\n{NEXT}\n"))
+    content = scene.content(command, allow=allow)
     server.mark()
-    (content,) = [str(r["content"]) for r in results(Path(env["DSH_HOME"]))]
     return content
 
 
-@pytest.mark.parametrize("network", [False, True], ids=["no-network", "network-allowed"])
+@pytest.mark.parametrize("allow", ["shell", "shell,network"], ids=["no-network", "network"])
 def test_connect_to_an_agent_socket_in_var_tmp_is_refused(
-    agent_socket: UnixServer, env: dict[str, str], stub: StubServer, work: Path, network: bool
+    agent_socket: UnixServer, scene: Scene, allow: str
 ) -> None:
-    allow = ["network"] if network else []
-    content = connect_from_the_sandbox(agent_socket, env, work, stub, *allow)
+    content = connect_from_the_sandbox(agent_socket, scene, allow)
     assert agent_socket.received == [b"the test's own"]
     assert content.startswith("refused: Address family not supported by protocol\n")
 
 
 def test_connect_to_an_abstract_socket_with_network_allowed_is_refused(
-    abstract_socket: UnixServer, env: dict[str, str], stub: StubServer, work: Path
+    abstract_socket: UnixServer, scene: Scene
 ) -> None:
     # With the network kept, the host's abstract sockets are in reach of a namespace-blind
     # connect(): the filter, not the namespace, stops it.
-    content = connect_from_the_sandbox(abstract_socket, env, work, stub, "network")
+    content = connect_from_the_sandbox(abstract_socket, scene, "shell,network")
     assert abstract_socket.received == [b"the test's own"]
     assert content.startswith("refused: Address family not supported by protocol\n")

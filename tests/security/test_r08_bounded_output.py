@@ -12,21 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import StubServer
-from tests.security._support_sandbox import (  # noqa: F401 (fixtures are found by name)
-    NEXT,
-    base_fixture,
-    bash_calls,
-    dsh_home_fixture,
-    env_fixture,
-    marker_fixture,
-    results,
-    run_dsh,
-    stub_fixture,
-    user_home_fixture,
-    went_on,
-    work_fixture,
-)
+from tests.security._support_sandbox import Scene, scene_fixture  # noqa: F401 (by name)
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +20,9 @@ SIZE = 300_000_000
 SAVED = 64 * 1024 * 1024
 
 
-def test_endless_output_fills_at_most_64_mib_of_disk(
-    env: dict[str, str], stub: StubServer, work: Path, dsh_home: Path
-) -> None:
+def test_endless_output_fills_at_most_64_mib_of_disk(scene: Scene) -> None:
     # Sandboxed or not (the limit is dsh's, not bwrap's): wherever the machine puts it.
-    stub.enqueue(bash_calls(f"yes | head -c {SIZE}"))
-    went_on(run_dsh(env, work, "--allow", "shell", stdin=f"flood\n{NEXT}\n"))
-    (result,) = results(dsh_home)
+    (result,), _ = scene.attack(f"yes | head -c {SIZE}")
     saved = Path(result["output_file"])
     assert os.path.getsize(saved) == SAVED
     assert result["truncated"] is True
