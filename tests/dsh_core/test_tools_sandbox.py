@@ -809,7 +809,7 @@ def test_nothing_is_left_when_dsh_is_killed(workspace: Workspace, tmp_path: Path
         child.kill()
         child.wait()
         wait_processes_gone(f"sleep\0{duration}")
-        wait_processes_gone(str(workspace.root))  # bwrap and its relay too
+        wait_processes_gone(str(workspace.root))  # bwrap too
     finally:
         if child.poll() is None:
             child.kill()
@@ -819,8 +819,8 @@ def test_nothing_is_left_when_dsh_is_killed(workspace: Workspace, tmp_path: Path
 
 @needs_bwrap
 def test_ctrl_c_reaches_the_command_inside(workspace: Workspace, token: str) -> None:
-    # The relay passes SIGINT on, so the command can end its own way (pytest's summary). The
-    # real escalation: SIGTERM would come only 2 s later.
+    # dsh sends SIGINT to the sandbox's first process group, so the command can end its own
+    # way (pytest's summary). The real escalation: SIGTERM would come only 2 s later.
     launcher = choose_launcher("on", workspace=workspace)
     bash = BashTool(workspace, launcher=launcher)
     fifo = Fifo(workspace.root / "events")  # inside: the sandbox's /tmp is not the test's

@@ -387,11 +387,11 @@ def test_sigkill_of_dsh_leaves_no_sandboxed_process(
         wait_until(running, f"sleep {seconds} to run")
         # It runs in the sandbox's own PID namespace, not dsh's.
         assert os.readlink(f"/proc/{sleeping[0]}/ns/pid") != os.readlink("/proc/self/ns/pid")
-        proc.kill()  # dsh cannot clean up: only --die-with-parent (and the relay's) can
+        proc.kill()  # dsh cannot clean up: only bwrap's --die-with-parent can
         proc.communicate(timeout=HANG_GUARD)
         assert proc.returncode == -signal.SIGKILL
         assert not has_event(dsh_home, "tool/result")
-        # The sleep, bwrap and the relay: everything whose command line holds the marker.
+        # The sleep and bwrap: everything whose command line holds the marker.
         wait_processes_gone(seconds)
         result = run_dsh(env, work, "-c", "--allow", "shell", stdin="hello again\n")
     finally:
