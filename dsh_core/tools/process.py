@@ -10,7 +10,9 @@
 The child runs in a new session (so its own process group, and no controlling terminal: the
 terminal's Ctrl-C reaches dsh, not the command), with stdin ``/dev/null``, stdout and stderr on
 one pipe (they interleave as written), and no descriptor of ours (``close_fds``: the session
-log's locked descriptor never reaches it).
+log's locked descriptor never reaches it) but those named in ``pass_fds`` (a sandbox's set-up).
+Signals go to the child's process group, except where ``signal_group`` names another for all but
+SIGKILL (bubblewrap's sandbox runs in a session of its own).
 
 How it ends (times are :class:`Timings` fields; these are the defaults):
 

@@ -15,11 +15,13 @@ for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
 (``command timed out after N s``) with the partial output after it; a cancelled call is an
 ``ABORTED`` failure with its partial output.
 
-How the shell is started is a :class:`~.launchers.Launcher`'s business: it turns the shell's
-command line into the one that is run and names what the approval question says about it
-(:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox` is a
-launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... -- bash -c
-<command>``, writing only in the working directory, no network). A call may ask to leave it
+How the shell is started is a :class:`~.launchers.Launcher`'s business: for each command it
+gives a :class:`~.launchers.Launch` (the command line that is run, descriptors to pass, where
+Ctrl-C goes, and lines for the result once it ended), and it names what the approval question says
+about it (:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox`
+is a launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... --
+bash -c <command>``, writing only in the working directory, no network). The shell itself is
+never taken from a ``PATH`` directory inside the working directory. A call may ask to leave it
 (``sandbox: false`` with a ``justification``: its :class:`~dsh_core.tools.base.Access` has
 ``leaves_sandbox``, which is always asked about), and a command that exits non-zero inside it
 gets a last line saying what the sandbox forbids. A :class:`~.launchers.DeferredLauncher`
