@@ -41,6 +41,7 @@ where they exist, are empty: a directory as an empty tmpfs, a file as ``/dev/nul
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
@@ -80,11 +81,12 @@ def _under(path: Path, other: Path) -> bool:
     return text == prefix or text.startswith(prefix if prefix.endswith("/") else prefix + "/")
 
 
+@functools.cache
 def installation_paths() -> tuple[Path, ...]:
     """Where this dsh runs from, resolved: interpreter, prefixes, ``sys.path``, scripts, packages.
 
-    Computed from this process as it is (call it once, at the first command: nothing here
-    changes while dsh runs). ``python -m dsh_stdio`` has dropped the working directory from
+    Computed once, from this process as it is at the first ask (the first command): nothing
+    here changes while dsh runs. ``python -m dsh_stdio`` has dropped the working directory from
     ``sys.path`` before this is asked.
     """
     import dsh_core

@@ -452,7 +452,8 @@ def require_bwrap(path: str, *, network: bool = False, root: Path | None = None)
 def find_bwrap(path: str, *, root: Path | None = None) -> tuple[str | None, str | None]:
     """The bwrap to run, from ``PATH`` (see the module docstring): (program, None), or
     (None, why there is none)."""
-    read_only = installation_paths() if root is not None else ()
+    # What the sandbox keeps read-only inside root (only those: one holding root keeps nothing).
+    read_only = [p for p in installation_paths() if root is not None and inside(p, root)]
     program, passed_over = on_path("bwrap", path, root=root, read_only=read_only)
     if program is not None:
         return program, None

@@ -254,6 +254,22 @@ def test_a_bwrap_under_the_working_directory_is_passed_over(
         )
 
 
+def test_a_python_path_holding_the_working_directory_keeps_nothing_in_it(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PYTHONPATH=$HOME with the work in ~/project: dsh's installation holds the working
+    # directory, which does not make a bwrap planted in it one the sandbox cannot write.
+    planted = fake_bwrap(workspace.root / "bin", "planted")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    installation_paths.cache_clear()
+    try:
+        assert Path(tmp_path) in installation_paths()
+        program, _ = find_bwrap(str(planted.parent), root=workspace.root)
+    finally:
+        installation_paths.cache_clear()
+    assert program != str(planted)
+
+
 def test_the_shell_is_never_taken_from_under_the_working_directory(
     workspace: Workspace, tmp_path: Path
 ) -> None:
