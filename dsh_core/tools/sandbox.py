@@ -40,7 +40,7 @@ What :class:`Bwrap` gives a command:
 
 Signals: bubblewrap 0.8 forwards none, and a ``--new-session`` command is out of reach of bwrap's
 process group, which dsh signals. So :meth:`Bwrap.launch` asks bwrap for the sandbox's first
-process (``--info-fd``), and dsh sends SIGINT, SIGTERM and SIGHUP to that process's group (the
+process (``--info-fd``), and dsh sends its SIGINT and SIGTERM to that process's group (the
 command can end its own way: ``pytest`` prints its summary); a signal that comes before bwrap has
 said goes to bwrap, which dies of it, and the sandbox with it. SIGKILL goes to bwrap's group.
 bwrap reports a command killed by signal N as exit status 128 + N.
@@ -52,7 +52,6 @@ import contextlib
 import functools
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,6 +339,8 @@ def _undo(plan: Confinement) -> list[str]:
     for path in plan.tripwires:
         if not os.path.lexists(path):
             continue
+        import shutil  # rarely needed; with bz2 and lzma it costs startup time
+
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
