@@ -66,6 +66,9 @@ SCAN_BUDGET = 50_000
 """Directory entries the scan for nested repositories looks at, at most (a home directory can
 hold millions): past it, the scan stops and says so (:attr:`Found.complete`)."""
 
+_TMP = Path("/tmp")
+"""Private to the sandbox: an empty tmpfs, the host's own out of sight."""
+
 _TRIPWIRE_NAMES = ("config", "commondir", "config.worktree")
 """Protected git entries that cannot be placeholders: git reads whatever is there."""
 
@@ -242,11 +245,15 @@ def confine(
     for path in found.protected if found else ():
         keep.read_only(path)
     hidden_dirs, hidden_files = _hidden(root, home, dsh_home)
-    read_only = _outermost(keep.kept)
+    # A mount under the private /tmp would bring the host's /tmp back (a working directory of
+    # /, say, whose dsh lives in /tmp/venv): what is out of sight there needs no keeping.
+    read_only = _outermost(p for p in keep.kept if not _out_of_sight(p, root))
+    placeholders = [p for p in keep.placeholders if not _out_of_sight(p, root)]
+    tripwires = [p for p in keep.tripwires if not _out_of_sight(p, root)]
     pinned = sorted(
         {
             ancestor
-            for path in [*read_only, *keep.placeholders, *keep.tripwires]
+            for path in [*read_only, *placeholders, *tripwires]
             for ancestor in path.parents
             if inside(ancestor, root) and not _under_any(ancestor, read_only)
         },
@@ -256,8 +263,8 @@ def confine(
         root,
         read_only=read_only,
         pinned=tuple(pinned),
-        placeholders=tuple(keep.placeholders),
-        tripwires=tuple(keep.tripwires),
+        placeholders=tuple(placeholders),
+        tripwires=tuple(tripwires),
         hidden_dirs=hidden_dirs,
         hidden_files=hidden_files,
     )
@@ -386,7 +393,7 @@ def _hidden(
         mode = _mode(path)
         if mode is None or _under(root, path):
             continue
-        if _under(path, Path("/tmp")) and not _under(path, root):
+        if _out_of_sight(path, root):
             continue
         target = directories if stat.S_ISDIR(mode) else files
         if path not in target:
@@ -401,6 +408,12 @@ def _outermost(paths: Iterable[Path]) -> tuple[Path, ...]:
         if not _under_any(path, kept):
             kept.append(path)
     return tuple(kept)
+
+
+def _out_of_sight(path: Path, root: Path) -> bool:
+    """Whether ``path`` is under the sandbox's private ``/tmp``, which shows none of the host's:
+    under ``/tmp`` and not inside a working directory that is bound over it."""
+    return _under(path, _TMP) and (root == Path("/") or not _under(path, root))
 
 
 def _under_any(path: Path, others: Sequence[Path]) -> bool:

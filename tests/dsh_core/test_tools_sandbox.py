@@ -552,6 +552,19 @@ def test_dsh_s_installation_inside_the_working_directory(root: Path) -> None:
     assert plan.pinned == ()
 
 
+def test_nothing_is_kept_under_the_private_tmp(tmp_path: Path) -> None:
+    # dsh in a venv under /tmp (CI makes one there) and a working directory of /: a mount of
+    # the venv, or a pin of /tmp above it, would bring the host's /tmp into the sandbox.
+    venv = Path(os.path.realpath(tmp_path)) / "venv"
+    venv.mkdir()
+    plan = confine(Path("/"), installation=(venv, Path("/usr")))
+    assert plan.read_only == (Path("/usr"),)
+    assert not any(path.is_relative_to("/tmp") for path in plan.pinned)
+    # A working directory in /tmp is bound over the private one: what is inside it is kept.
+    work = Path(os.path.realpath(tmp_path))
+    assert confine(work, installation=(venv,)).read_only == (venv,)
+
+
 def test_credentials_are_hidden(root: Path, tmp_path: Path) -> None:
     home = Path(os.path.realpath(tempfile.mkdtemp(prefix="dsh-test-home-", dir="/var/tmp")))
     try:
