@@ -14,7 +14,8 @@ nested one and a ``.venv``-like directory of dsh's (so the confinement has somet
   bubblewrap sandbox goes on this machine.
 
 Reports the median per command, the sandbox's added milliseconds (target: under 15 ms) and the
-ratio. A benchmark reports; no test asserts a time.
+ratio; and the CPU time the command's processes used (user and system, from ``wait4``), which a
+loaded machine disturbs less than the wall clock. A benchmark reports; no test asserts a time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,30 +90,38 @@ def main() -> None:
             name: BashTool(workspace, launcher=launcher) for name, launcher in candidates.items()
         }
         times: dict[str, list[float]] = {name: [] for name in candidates}
+        cpu: dict[str, list[float]] = {name: [] for name in candidates}
 
-        async def run(tool: BashTool) -> float:
+        async def run(tool: BashTool) -> tuple[float, float]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             output = await tool.prepare({"command": "true"}).run()
             elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             assert output.exit_code == 0, output.content
-            return elapsed
+            used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            return elapsed, used
 
         async def rounds() -> None:
             for tool in tools.values():  # warm: imports, the repository scan, the page cache
                 await run(tool)
             for _ in range(options.rounds):
                 for name, tool in tools.items():
-                    times[name].append(await run(tool))
+                    elapsed, used = await run(tool)
+                    times[name].append(elapsed)
+                    cpu[name].append(used)
 
         asyncio.run(rounds())
         plan = sandboxed.confinement()
     finally:
         shutil.rmtree(base)
     median = {name: statistics.median(values) * 1e3 for name, values in times.items()}
+    cpu_ms = {name: statistics.mean(values) * 1e3 for name, values in cpu.items()}
     added = median["sandboxed"] - median["unsandboxed"]
     result = {
         "rounds": options.rounds,
         "median_ms": median,
+        "cpu_ms": cpu_ms,
         "added_ms": added,
         "ratio": median["sandboxed"] / median["unsandboxed"],
         "filter_ms": median["sandboxed"] - median["sandboxed, no seccomp filter"],
@@ -128,9 +138,9 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"bash -c true through the bash tool; {options.rounds} rounds, interleaved")
-    print(f"{'candidate':30} {'median ms':>10}")
+    print(f"{'candidate':30} {'median ms':>10} {'cpu ms':>8}")
     for name in candidates:
-        print(f"{name:30} {median[name]:10.2f}")
+        print(f"{name:30} {median[name]:10.2f} {cpu_ms[name]:8.2f}")
     print()
     print(
         f"the sandbox adds {added:.2f} ms per command (target: under 15 ms), {result['ratio']:.2f}x"
