@@ -39,8 +39,10 @@ from .errors import (
     LlmError,
     http_status_code,
 )
+from .masking import mask
 
 __all__ = [
+    "MISDIRECTED_STATUSES",
     "PROXY_AUTHENTICATION_REQUIRED",
     "RETRYABLE_CODES",
     "SERVER_TEXT_LIMIT",
@@ -90,6 +92,10 @@ _UNKNOWN_HOST_ERRNOS = frozenset(
 
 PROXY_AUTHENTICATION_REQUIRED = 407
 """The status a proxy refuses with when it wants credentials: no retry brings them."""
+
+MISDIRECTED_STATUSES = frozenset({404, 405, 501})
+"""What a server that is not a chat-completions API answers (a web server, a wrong path): the
+base URL is wrong, and asking again gets the same answer."""
 
 
 # -- statuses and bodies ---------------------------------------------------------------------
@@ -146,10 +152,13 @@ def looks_like_html(text: str) -> bool:
 
 
 def server_text(text: str) -> str:
-    """A server's message on one line, of bounded length; ``""`` for an HTML page."""
+    """A server's message on one line, of bounded length, masked; ``""`` for an HTML page.
+
+    Masked before it is cut: a server that echoes the request's ``Authorization`` header
+    (some 401s do) must not have half a key shown."""
     if looks_like_html(text):
         return ""
-    text = " ".join(text.split())
+    text = mask(" ".join(text.split()))
     if len(text) > SERVER_TEXT_LIMIT:
         text = text[:SERVER_TEXT_LIMIT] + "..."
     return text
@@ -206,8 +215,13 @@ def error_event(data: str, request_id: str | None) -> LlmError:
 
 
 def retryable(exc: LlmError) -> bool:
-    """Whether a retry could help: a transient code, and no permanent cause below it."""
-    return exc.code in RETRYABLE_CODES and not permanent(exc)
+    """Whether a retry could help: a transient code, not a misdirected request (a 501 is a
+    5xx, but a plain web server's), and no permanent cause below it."""
+    return (
+        exc.code in RETRYABLE_CODES
+        and exc.status not in MISDIRECTED_STATUSES
+        and not permanent(exc)
+    )
 
 
 def permanent(exc: LlmError) -> bool:

@@ -62,8 +62,9 @@ from .errors import (
     UsageError,
 )
 from .llm import ChatRequest, Event, RetryNotice
+from .masking import hide, mask
 from .sse import Item, LineTooLong, SSEDecoder
-from .urls import redact_url, without_user_info
+from .urls import is_local, redact_url, without_user_info
 from .wire import StreamParser, encode_request
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY_VARIABLE",
+    "CHAT_PATH",
     "CONNECT_TIMEOUT",
     "DEFAULT_BASE_URL",
     "IDLE_TIMEOUT",
@@ -83,6 +85,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
+CHAT_PATH = "/chat/completions"
+"""What requests add to the base URL."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to connect (TCP, TLS, proxy)."""
 READ_TIMEOUT = 60.0
@@ -135,6 +139,20 @@ class _Secret:
         return "<secret>"
 
 
+class _MaskRecords(logging.Filter):
+    """Masks the API key in a library's log records (httpx logs every request's URL)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+_MASK_RECORDS = _MaskRecords()
+
+
 def _aborted(exc: BaseException) -> LlmError:
     return LlmError("DeepSeek API request cancelled", ABORTED)
 
@@ -170,7 +188,10 @@ class DeepSeekAdapter:
         after reasoning only is retried, since nothing was shown. ``client`` shares a caller's
         ``httpx.AsyncClient`` (:meth:`close` leaves it open); by default one is created on the
         first request and reused for every turn. User info in ``base_url`` is shown redacted
-        and never sent: the key is the credential.
+        and never sent: the key is the credential. A base URL on this machine or a private
+        network may go without a key (no ``Authorization`` header): a local vLLM needs none.
+        A base URL that already ends in ``/chat/completions`` is wrong for sure (requests go
+        to ``.../chat/completions/chat/completions``): its failures are never retried.
         """
         self._base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self._base_url)
@@ -178,9 +199,13 @@ class DeepSeekAdapter:
         """How failures before a response begin (SPEC section 5)."""
         # User info stays out of the request: httpx would turn it into Basic auth, replacing
         # the Bearer key, and print it in its request log line.
-        self._endpoint = f"{without_user_info(self._base_url)}/chat/completions"
+        self._endpoint = f"{without_user_info(self._base_url)}{CHAT_PATH}"
+        self._misdirected = self._base_url.endswith(CHAT_PATH)
         key = api_key.strip() if api_key is not None else ""
         self._api_key = _Secret(key) if key else None
+        hide(key)  # from now on, every string dsh shows, stores or sends shows it masked
+        self._keyless = self._api_key is None and is_local(self._base_url)
+        """No key, and none needed: the server is the user's own."""
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle_timeout = idle_timeout
@@ -225,7 +250,8 @@ class DeepSeekAdapter:
                         return
             except LlmError as exc:
                 shown = reader is not None and reader.shown
-                if shown or attempt >= policy.max_retries or not retryable(exc):
+                stop = shown or self._misdirected or attempt >= policy.max_retries
+                if stop or not retryable(exc):
                     raise
                 failure = exc
             finally:
@@ -374,11 +400,14 @@ class DeepSeekAdapter:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def check_key(self) -> str:
-        """The key, or ``LlmError(MISSING_CREDENTIAL)`` if it is absent or unusable; no I/O.
+    def check_key(self) -> str | None:
+        """The key (None for a local server without one), or ``LlmError(MISSING_CREDENTIAL)``
+        if it is absent or unusable; no I/O.
 
         Front doors call it at startup, so a bad key is a startup failure, not a turn's.
         """
+        if self._keyless:
+            return None
         if self._api_key is None:
             raise LlmError(
                 f"No DeepSeek API key: set {API_KEY_VARIABLE} to your API key", MISSING_CREDENTIAL
@@ -397,13 +426,15 @@ class DeepSeekAdapter:
         key = self.check_key()
         from . import __version__
 
-        return {
-            "Authorization": f"Bearer {key}",
+        headers = {
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",  # a compressed event stream arrives in bursts
             "Content-Type": "application/json",
             "User-Agent": f"dsh/{__version__}",
         }
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -411,6 +442,8 @@ class DeepSeekAdapter:
                 raise UsageError("DeepSeekAdapter.stream() called after close()")
             import httpx
 
+            # httpx logs each request's URL, which may carry the key (``?key=...``).
+            logging.getLogger("httpx").addFilter(_MASK_RECORDS)
             self._client = httpx.AsyncClient(trust_env=True, verify=self._verify())
         return self._client
 

@@ -13,7 +13,7 @@ A turn is written in this order (``step`` counts the model requests of a turn fr
     retry             {turn, step, attempt, max_retries, delay, code, message, ...}   per retry
     assistant/message {turn, step, text, reasoning?, tool_calls?, interrupted?}      per step
     usage             {turn, step, prompt_tokens, completion_tokens, ...}             per step
-    approval/decided  {turn, call_id, outcome}          when a call needed approval
+    approval/decided  {turn, call_id, outcome, reason?}  when a call needed approval
     tool/call         {turn, step, call_id, name, arguments}   the call starts running
     tool/result       {turn, step, call_id, is_error, content, error?, exit_code?, ...}
     turn/end          {turn, reason: {kind, ...}}
@@ -182,16 +182,26 @@ class ApprovalDecided:
     turn: int
     call_id: str
     outcome: ApprovalOutcome
+    reason: str | None = None
+    """With ``rejected``: what the person said the model should do instead, if anything."""
 
     def to_data(self) -> dict[str, Any]:
-        return {"turn": self.turn, "call_id": self.call_id, "outcome": self.outcome}
+        data: dict[str, Any] = {"turn": self.turn, "call_id": self.call_id, "outcome": self.outcome}
+        if self.reason is not None:
+            data["reason"] = self.reason
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ApprovalDecided:
         outcome = _str(data, "outcome")
         if outcome not in APPROVAL_OUTCOMES:
             raise ValueError(f"unknown approval outcome {outcome!r}")
-        return cls(_int(data, "turn"), _str(data, "call_id"), outcome)  # type: ignore[arg-type]
+        return cls(
+            _int(data, "turn"),
+            _str(data, "call_id"),
+            outcome,  # type: ignore[arg-type]
+            _optional_str(data, "reason"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

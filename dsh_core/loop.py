@@ -15,6 +15,11 @@ Every turn ends with exactly one :class:`~dsh_core.events.TurnEnd`, and before i
 the model asked for has its result in the log, so the next request is always valid: calls not
 run get ``ABORTED_BEFORE_DISPATCH`` (cancelled), ``TOOL_NOT_RUN`` (output limit) or the refusal.
 
+Secrets (SPEC 10.5): what the log stores and the model is sent is masked where it enters the
+loop (:mod:`dsh_core.masking`): the model's text, reasoning and calls as they stream in, the
+user's message, the system prompt and every tool result. Failures are masked by
+``error_chain``.
+
 Cancellation: :meth:`Conversation.cancel` records a reason and cancels the task running the
 turn while it waits on the model, on an approval question or on a running tool: one cancellable
 phase for all three. While a reason is set, *anything* raised out of the step (``CancelledError``,
@@ -77,6 +82,7 @@ from .llm import (
     Usage,
     UserMessage,
 )
+from .masking import SECRETS, StreamMasker, mask
 from .session import SessionLog
 from .tools.base import Toolbox, ToolError, ToolOutput
 
@@ -125,6 +131,8 @@ class ToolStarting:
     """One line: ``$ pytest -q``, ``src/app.py``."""
     note: str = ""
     """What the call runs under, e.g. ``(sandboxed: writes only /src, no network)``."""
+    preview: str = ""
+    """What the call will change, as the approval question shows it: a diff for ``edit``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +170,55 @@ async def _close_stream(stream: AsyncIterator[Event]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+class _MaskedStream:
+    """A step's events with the secrets masked (SPEC 10.5).
+
+    Text and reasoning arrive in pieces, and a secret may be split between two: the end of a
+    piece that could begin one is held back until the next event shows whether it does. What
+    is held is never lost or reordered: any other event lets it out first.
+    """
+
+    __slots__ = ("reasoning", "text")
+
+    def __init__(self) -> None:
+        self.text = StreamMasker()
+        self.reasoning = StreamMasker()
+
+    def __call__(self, event: Event) -> list[Event]:
+        if not SECRETS:
+            return [event]
+        match event:
+            case TextDelta(text=text):
+                shown = self.text.feed(text)
+                out: Event = event if shown == text else TextDelta(shown)
+                return [*self._reasoning_held(), out] if self.reasoning.holding else [out]
+            case ReasoningDelta(text=text):
+                shown = self.reasoning.feed(text)
+                out = event if shown == text else ReasoningDelta(shown)
+                return [*self._text_held(), out] if self.text.holding else [out]
+            case RetryNotice():
+                self.text.reset()  # the step starts over, as _Step.add does
+                self.reasoning.reset()
+                return [event]
+            case ToolCallRequest(call=call):
+                asked = ToolCall(call.id, mask(call.name), mask(call.arguments))
+                return [*self.held(), ToolCallRequest(asked)]
+            case _:
+                return [*self.held(), event]
+
+    def held(self) -> list[Event]:
+        """What is held back, let out: the events before it ended the text."""
+        return [*self._reasoning_held(), *self._text_held()]
+
+    def _text_held(self) -> list[Event]:
+        held = self.text.flush()
+        return [TextDelta(held)] if held else []
+
+    def _reasoning_held(self) -> list[Event]:
+        held = self.reasoning.flush()
+        return [ReasoningDelta(held)] if held else []
 
 
 class _Step:
@@ -422,7 +479,7 @@ class Conversation:
 
     def _start(self, turn: int) -> None:
         if self.system_prompt is not None and not self.log.events:
-            self.log.append(SystemPrompt(self.system_prompt))
+            self.log.append(SystemPrompt(mask(self.system_prompt)))  # AGENTS.md may hold a key
         self.log.append(TurnStart(turn, self.model_name))
 
     async def _run(self, task: asyncio.Task[Any], text: str, on_event: Observer) -> TurnEnd:
@@ -436,7 +493,7 @@ class Conversation:
             return self._end(TurnEnd(turn.number, "rejected", reason=rejection), turn)
         # One fsync covers both lines: turn/start and the message are on disk before the
         # request leaves.
-        self.log.append(UserText(turn.number, text), durable=True)
+        self.log.append(UserText(turn.number, mask(text)), durable=True)
         try:
             end = await self._steps(turn, on_event)
         except BaseException as exc:
@@ -489,17 +546,24 @@ class Conversation:
             tools=self.toolbox.specs,
             max_tokens=self.max_tokens,
         )
+        masked = _MaskedStream()
         self._cancellable = True
         try:
             stream = self.model.stream(request)
             try:
-                async for event in stream:
-                    step.add(event)
-                    if isinstance(event, RetryNotice):
-                        self._note_retry(turn.number, step.number, event)
-                    on_event(event)
+                async for received in stream:
+                    for event in masked(received):
+                        step.add(event)
+                        if isinstance(event, RetryNotice):
+                            self._note_retry(turn.number, step.number, event)
+                        on_event(event)
                     self._check_cancel()
             finally:
+                # However the stream ended (cut, cancelled, without a Finish), the text it held
+                # back was no secret: shown and recorded like the rest.
+                for event in masked.held():
+                    step.add(event)
+                    on_event(event)
                 await _close_stream(stream)
         finally:
             self._cancellable = False
@@ -531,7 +595,7 @@ class Conversation:
             self._answer(turn, call, ToolOutput.failed(exc), on_event)
             return
         # The prepared summary may say more than the arguments do (where a link leads).
-        on_event(ToolStarting(call, invocation.summary, invocation.access.note))
+        on_event(ToolStarting(call, invocation.summary, invocation.access.note, invocation.preview))
         self._cancellable = True
         try:
             outcome = await self.approval.decide(call, invocation)
@@ -542,7 +606,8 @@ class Conversation:
         finally:
             self._cancellable = False
         if outcome is not None:
-            self.log.append(ApprovalDecided(turn.number, call.id, outcome))
+            reason = self.approval.reasons.get(call.id)  # a no with a reason: the person's words
+            self.log.append(ApprovalDecided(turn.number, call.id, outcome, reason and mask(reason)))
         if not allowed(outcome):
             assert outcome is not None
             refusal = self.approval.refusal(call, invocation.access, outcome)
@@ -575,7 +640,7 @@ class Conversation:
             step=turn.step.number,
             call_id=call.id,
             is_error=output.failure is not None,
-            content=output.content or "(no output)",
+            content=mask(output.content) or "(no output)",  # a file or a command may show the key
             error=output.failure,
             exit_code=output.exit_code,
             truncated=output.truncated,

@@ -60,12 +60,16 @@ class Access:
     ``--allow`` says."""
     note: str = ""
     """A remark for the approval question, e.g. ``(sandboxed: writes only /src, no network)``."""
+    scope: str | None = ""
+    """What a person's "always" to this call covers of the tool's later calls: ``""`` all of
+    them; a command's first word (``pytest``) the commands that begin with it; None nothing,
+    for a call that no "always" may cover (a command that is not one simple command)."""
 
     @property
     def may_remember(self) -> bool:
         """Whether a person's "always" may cover this call: not when it reaches outside the
-        working directory, touches a protected path or leaves the sandbox."""
-        return not (self.outside or self.protected or self.leaves_sandbox)
+        working directory, touches a protected path, leaves the sandbox, or has no scope."""
+        return not (self.outside or self.protected or self.leaves_sandbox or self.scope is None)
 
     @property
     def changes_anything(self) -> bool:
@@ -108,7 +112,11 @@ class Invocation:
     """One line for the transcript and the question: ``$ pytest -q``, ``src/app.py``."""
     run: Callable[[], Awaitable[ToolOutput]]
     preview: str = ""
-    """More for the approval question: a unified diff for ``write``/``edit``."""
+    """More for the approval question: a unified diff for ``write``/``edit``, whole (the front
+    door decides how much of it fits)."""
+    quoted: tuple[tuple[str, str], ...] = ()
+    """What the model wrote about the call, by what it is (``("justification", "...")``):
+    the question shows each quoted on a line of its own, never as dsh's own words."""
 
 
 class Tool(Protocol):

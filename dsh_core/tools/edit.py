@@ -86,7 +86,7 @@ class WriteTool:
                 f"has {counted(lines, 'line')}, {format_size(len(data))})"
             )
         else:
-            preview = unified_diff(target.shown, old, content)
+            preview = unified_diff(target.leads, old, content)
         summary = target.summary if before is not None else f"{target.summary} (new file)"
         return Invocation(Access("write", target.outside), summary, run, preview)
 
@@ -141,7 +141,7 @@ class EditTool:
             return ToolOutput(f"replaced {what} in {target.shown} ({where})")
 
         preview = unified_diff(
-            target.shown, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
+            target.leads, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
         )
         summary = f"{target.summary} (every occurrence)" if replace_all else target.summary
         return Invocation(Access("write", target.outside), summary, run, preview)

@@ -5,12 +5,13 @@ followed; whatever lands outside the root is *outside*, which the approval polic
 
     target = resolve_path(workspace, arguments, "file_path")
     target.real      # absolute, symlinks followed: what is opened
-    target.shown     # the path as given, relative when it is inside: for summaries and results
+    target.shown     # the path as given, relative when it is inside: for results
+    target.summary   # where it leads, resolved, on one line: for the question (SPEC 10.10)
     target.outside   # () inside, else (target.real,): what Access lists
 
-Names are never cleaned up here: the front door neutralises what it shows on a terminal. Only
-lists that put one name per line (``glob``, ``grep``) quote a name with a line break in it
-(:func:`list_name`), so the model can tell where a name ends.
+Names are never cleaned up here: the front door neutralises what it shows on a terminal. What
+must stay on one line (a summary, the lists of ``glob`` and ``grep``) quotes a name with a line
+break in it (:func:`list_name`), so nobody can be shown where a name ends but the next line.
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ class Target:
     inside: bool
     """Whether ``real`` is the working directory or below it."""
     shown: str
-    """For summaries and results: as given, or relative to the working directory when inside."""
+    """For results: as given, or relative to the working directory when inside."""
+    named: str
+    """The path as named, ``..`` and ``.`` resolved but no link followed, as :attr:`summary`
+    shows it: relative when inside, on one line."""
+    leads: str
+    """:attr:`real` as :attr:`summary` shows it: relative when inside, on one line."""
 
     @property
     def outside(self) -> tuple[str, ...]:
@@ -58,12 +64,11 @@ class Target:
 
     @property
     def summary(self) -> str:
-        """``shown``, and for an outside path where it really leads (a symlink may hide it)."""
-        if self.inside:
-            return self.shown
-        if self.shown == self.real:
-            return f"{self.shown} (outside the working directory)"
-        return f"{self.shown} (outside the working directory: {self.real})"
+        """Where the call acts, resolved (SPEC 10.10): ``.git/config`` for a path padded to
+        look like another; ``notes.md -> .git/config`` when a link leads elsewhere; marked
+        when it is outside the working directory."""
+        where = self.leads if self.named == self.leads else f"{self.named} -> {self.leads}"
+        return where if self.inside else f"{where} (outside the working directory)"
 
 
 def is_within(path: str, root: str) -> bool:
@@ -106,11 +111,19 @@ def resolve(root: Path, given: str, name: str = "path") -> Target:
         os.fsencode(given)
     except UnicodeError as exc:  # a lone surrogate from JSON: no file can be named that
         raise ToolError(f"invalid arguments: {name} is not a valid file name") from exc
+    joined = os.path.join(root, _expand_home(given))
     try:
-        real = os.path.realpath(os.path.join(root, _expand_home(given)))
+        real = os.path.realpath(joined)
     except (OSError, ValueError) as exc:
         raise ToolError(f"invalid arguments: cannot resolve {name} {given!r}") from exc
-    return Target(given, real, is_within(real, str(root)), display_path(root, given))
+    named, leads = (_summary_path(root, path) for path in (os.path.normpath(joined), real))
+    inside = is_within(real, str(root))
+    return Target(given, real, inside, display_path(root, given), named, leads)
+
+
+def _summary_path(root: Path, path: str) -> str:
+    """An absolute, normalised path for a summary: relative when inside ``root``, one line."""
+    return list_name(os.path.relpath(path, root) if is_within(path, str(root)) else path)
 
 
 def _expand_home(given: str) -> str:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal, TypeVar
 
 from ..chain import error_chain
+from ..masking import StreamMasker
 
 if TYPE_CHECKING:
     import subprocess
@@ -388,7 +389,8 @@ class CappedOutput:
     file (0600, in ``spill_dir``, created 0700 when missing) gets everything, written as it
     arrives, up to ``file_limit`` bytes (it then stops, on a character's boundary, and
     :meth:`text` says so), and memory keeps only the first and the last ``limit // 2``
-    characters: 100 MB of output costs no more memory than 31 KB.
+    characters: 100 MB of output costs no more memory than 31 KB. The API key is masked as the
+    output arrives, so neither the result nor the file holds it (SPEC 10.5).
     """
 
     def __init__(
@@ -408,6 +410,7 @@ class CappedOutput:
         self._spill_dir = spill_dir
         self._prefix = prefix
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._masker = StreamMasker()
         self._parts: list[str] = []
         """Everything, while it fits ``limit``."""
         self._head = ""
@@ -433,11 +436,11 @@ class CappedOutput:
 
     def feed(self, data: bytes) -> None:
         """Add what the command wrote."""
-        self._add(self._decoder.decode(data))
+        self._add(self._masker.feed(self._decoder.decode(data)))
 
     def close(self) -> None:
         """Flush a character left incomplete at the end, and close the file."""
-        self._add(self._decoder.decode(b"", final=True))
+        self._add(self._masker.feed(self._decoder.decode(b"", final=True)) + self._masker.flush())
         if self._file is not None:
             file, self._file = self._file, None
             try:

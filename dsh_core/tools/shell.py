@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, assert_never
@@ -47,7 +48,39 @@ from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_chi
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 from .workspace import Workspace
 
-__all__ = ["BashTool", "shell_argv"]
+__all__ = ["LEAVING_NOTE", "BashTool", "command_word", "shell_argv"]
+
+LEAVING_NOTE = "(not sandboxed: the model asks to run it outside the sandbox)"
+"""The question's note for ``sandbox: false``; the model's justification is quoted apart."""
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./+-]+")
+"""A program name or path: no assignment (``PATH=. pytest``), quote or expansion in it."""
+_NOT_SIMPLE = re.compile(r"[;&|<>()`$\\\n\r{}]")
+"""What makes a command line more than one program with plain arguments: lists, pipes,
+redirections, subshells, substitutions and expansions, escapes, more than one line."""
+_RUNNER_NAMES = (
+    "bash sh dash zsh ksh fish env sudo doas su xargs eval exec command builtin nohup nice "
+    "timeout time watch"
+)
+_RUNNERS = frozenset(_RUNNER_NAMES.split())
+"""Programs whose arguments are another command: "always" for them would cover anything."""
+
+
+def command_word(command: str) -> str | None:
+    """The first word of ``command`` when it is one simple command that an "always" answer
+    may cover (``pytest`` for ``pytest -q tests``); None otherwise.
+
+    Conservative by design: a command with anything the shell would treat as more than a
+    program and its arguments (``pytest; rm -rf ~``, ``pytest $(curl ...)``, two lines) has
+    no first word to trust, and neither has one that only runs another (``env``, ``sudo``).
+    """
+    command = command.strip(" \t\n")  # a trailing newline changes nothing that runs
+    if _NOT_SIMPLE.search(command):
+        return None
+    words = command.split()
+    if not words or not _PLAIN_WORD.fullmatch(words[0]) or words[0] in _RUNNERS:
+        return None
+    return words[0]
 
 
 def shell_argv(command: str, environment: Mapping[str, str], root: Path | None = None) -> list[str]:
@@ -103,18 +136,19 @@ class BashTool:
         launcher = self.launcher
         if isinstance(launcher, DeferredLauncher):
             launcher = launcher.resolve()
-        access = Access("shell", note=launcher.note)
+        access = Access("shell", note=launcher.note, scope=command_word(command))
+        quoted: tuple[tuple[str, str], ...] = ()
         sandbox = launcher if isinstance(launcher, Sandbox) else None
         if justification is not None and sandbox is not None:
             # Only a sandbox can be left: without one, sandbox: false changes nothing.
             sandbox, launcher = None, UNSANDBOXED
-            note = f"(not sandboxed: {justification})"
-            access = Access("shell", leaves_sandbox=True, note=note)
+            access = Access("shell", leaves_sandbox=True, note=LEAVING_NOTE)
+            quoted = (("justification", justification),)  # the model's words, never dsh's
 
         async def run() -> ToolOutput:
             return await self._run(command, timeout_s, launcher, sandbox)
 
-        return Invocation(access, f"$ {command}", run)
+        return Invocation(access, f"$ {command}", run, quoted=quoted)
 
     async def _run(
         self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None

@@ -223,6 +223,10 @@ def test_permanent_survives_a_cycle() -> None:
     ("failure", "expected"),
     [
         (LlmError("x", "SERVER"), True),
+        (LlmError("x", "SERVER", status=503), True),
+        (LlmError("x", "SERVER", status=501), False),  # a web server, not the API
+        (LlmError("x", "HTTP_404", status=404), False),
+        (LlmError("x", "HTTP_405", status=405), False),
         (LlmError("x", "RATE_LIMIT"), True),
         (LlmError("x", "EMPTY_RESPONSE"), True),
         (LlmError("x", "STREAM_CLOSED"), True),

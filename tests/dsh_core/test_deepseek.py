@@ -857,11 +857,25 @@ def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
 
 
 @pytest.mark.parametrize("key", [None, "", "   "])
-def test_missing_key_fails_before_any_io(server: StubServer, key: str | None) -> None:
-    outcome = stream(server.url, api_key=key)
+def test_missing_key_fails_before_any_io(key: str | None) -> None:
+    # Any I/O to this host would fail as TRANSPORT (the name does not exist).
+    outcome = stream("https://api.deepseek.invalid", api_key=key)
     assert outcome.error is not None and outcome.error.code == "MISSING_CREDENTIAL"
     assert outcome.rendered == "No DeepSeek API key: set DEEPSEEK_API_KEY to your API key"
-    assert server.connections_opened == 0
+
+
+def test_a_local_server_is_asked_without_a_key() -> None:
+    """A loopback or private base URL and no key: the request goes without Authorization."""
+    with StubServer(key_required=False) as keyless:
+        outcome = stream(keyless.url, api_key=None)
+        assert outcome.error is None and outcome.text
+        assert "authorization" not in keyless.headers[0]
+
+
+def test_a_local_server_that_wants_a_key_says_so(server: StubServer) -> None:
+    outcome = stream(server.url, api_key=None)
+    assert outcome.error is not None and outcome.error.code == "AUTH"
+    assert "no API key given" in outcome.rendered
 
 
 @pytest.mark.parametrize("key", [f"{CANARY_KEY}\nX-Evil: 1", f"{CANARY_KEY} x", "sk-ключ"])

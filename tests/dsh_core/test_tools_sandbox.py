@@ -45,7 +45,7 @@ from dsh_core.tools.sandbox import (
     probe_bwrap,
 )
 from dsh_core.tools.seccomp import socket_filter
-from dsh_core.tools.shell import BashTool, shell_argv
+from dsh_core.tools.shell import LEAVING_NOTE, BashTool, shell_argv
 from dsh_core.tools.workspace import Workspace
 from tests.conftest import CANARY_KEY
 from tests.dsh_core.test_tools_shell import (  # noqa: F401 (fixtures used by name)
@@ -188,7 +188,7 @@ def test_auto_without_bwrap_runs_unsandboxed_and_says_so(
     assert isinstance(launcher, AutoSandbox) and launcher.chosen is None
     tool = BashTool(workspace, launcher=launcher, timings=FAST)
     note = "(not sandboxed: bubblewrap is not installed (no bwrap on PATH))"
-    assert tool.prepare({"command": "true"}).access == Access("shell", note=note)
+    assert tool.prepare({"command": "true"}).access == Access("shell", note=note, scope="true")
     assert heard == [Unsandboxed(note=note)]
     # Unsandboxed for real: it writes outside the working directory, and a failure is plain.
     outside = tmp_path / "outside.txt"
@@ -197,7 +197,7 @@ def test_auto_without_bwrap_runs_unsandboxed_and_says_so(
     assert outside.read_text() == "written\n"
     # sandbox: false changes nothing without a sandbox.
     leaving = {"command": "true", "sandbox": False, "justification": "needs the network"}
-    assert tool.prepare(leaving).access == Access("shell", note=note)
+    assert tool.prepare(leaving).access == Access("shell", note=note, scope="true")
     assert len(heard) == 1
 
 
@@ -1040,9 +1040,8 @@ def test_leaving_the_sandbox(bash: BashTool, workspace: Workspace, tmp_path: Pat
         "justification": "  writes the\nbuild cache  ",
     }
     invocation = bash.prepare(arguments)
-    assert invocation.access == Access(
-        "shell", leaves_sandbox=True, note="(not sandboxed: writes the build cache)"
-    )
+    assert invocation.access == Access("shell", leaves_sandbox=True, note=LEAVING_NOTE)
+    assert invocation.quoted == (("justification", "writes the build cache"),)
     output = run(invocation.run())
     assert (output.content, output.exit_code) == ("", 0)
     assert (tmp_path / "outside.txt").read_text() == "out\n"

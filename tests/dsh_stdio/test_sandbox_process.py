@@ -40,6 +40,7 @@ import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
 from dsh_core.tools.sandbox import probe_bwrap
+from dsh_core.tools.shell import LEAVING_NOTE
 from tests.dsh_core.test_tools_sandbox import processes_with, removed, wait_processes_gone
 from tests.dsh_stdio.test_agent_pipe import (
     Run,
@@ -72,7 +73,7 @@ NEXT = "still here"
 """The line after the turn under test: its answer shows that the session went on."""
 
 LEAVE_REFUSED = (
-    'Error: tool "bash" needs approval and there is no terminal to ask; run with --sandbox off, '
+    'Error: tool "bash" needs approval and stdin is not a terminal; run with --sandbox off, '
     "or let it run in the sandbox"
 )
 NO_OUTPUT = "(no output)"
@@ -694,9 +695,8 @@ def test_leaving_the_sandbox_on_a_terminal_asks_even_with_allow_shell(
     term = spawn_terminal([*DSH, "--allow", "shell"], env, work, dsh_home)
     try:
         term.send_turn("leave")
-        term.expect_question(
-            "bash", f"$ {command}", "(not sandboxed: needs the real home)", once=True
-        )
+        term.child.expect_exact('the model\'s justification: "needs the real home"\r\n')
+        term.expect_question("bash", f"$ {command}", LEAVING_NOTE, once=True)
         assert not left.exists()  # asked before it ran
         term.keys("y\r")
         term.child.expect_exact("[tool bash exit 0]")
