@@ -36,6 +36,7 @@ from .errors import (
     STREAM_CLOSED,
     TIMEOUT,
     TRANSPORT,
+    Code,
     LlmError,
     http_status_code,
 )
@@ -101,7 +102,7 @@ base URL is wrong, and asking again gets the same answer."""
 # -- statuses and bodies ---------------------------------------------------------------------
 
 
-def status_code(status: int, body: str) -> str:
+def status_code(status: int, body: str) -> Code:
     """SPEC section 5's HTTP table; the first match wins. ``body`` is the error body's text
     (an HTML page's words are a gateway's, not the API's: they are not read)."""
     words = "" if looks_like_html(body) else body
@@ -184,6 +185,7 @@ def in_band_error(error: object, request_id: str | None) -> LlmError:
     if not message and error not in ("", None):
         message = server_text(json.dumps(error, ensure_ascii=False))
     words = f"{message} {words}"
+    code: Code
     if _CONTENT_RISK_WORDS.search(words):
         code = CONTENT_FILTER
     elif _QUOTA_WORDS.search(words):

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
 from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
-from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
+from dsh_core.errors import MISSING_CREDENTIAL, STARTUP, Code, HarnessError
 from dsh_core.loop import DEFAULT_MAX_STEPS
 from dsh_core.masking import hide
 from dsh_core.tools.sandbox import SandboxMode
@@ -42,7 +42,7 @@ Action = Literal["chat", "sessions", "show"]
 class StartupError(HarnessError):
     """dsh cannot start: a bad flag or setting, no key, an unusable home or session log."""
 
-    def __init__(self, message: str, code: str = "STARTUP") -> None:
+    def __init__(self, message: str, code: Code = STARTUP) -> None:
         super().__init__(message, code)
 
 

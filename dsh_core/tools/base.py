@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..errors import TOOL_FAILED, FailureRecord, HarnessError
+from ..errors import TOOL_FAILED, Code, HarnessError
+from ..events import ToolOutput as ToolOutput
 from ..llm import ToolCall, ToolSpec
 
 __all__ = [
@@ -41,7 +42,7 @@ AccessKind = Literal["read", "write", "shell"]
 class ToolError(HarnessError):
     """A tool call that cannot run or did not work: bad arguments, a missing file, a timeout."""
 
-    def __init__(self, message: str, code: str = TOOL_FAILED) -> None:
+    def __init__(self, message: str, code: Code = TOOL_FAILED) -> None:
         super().__init__(message, code)
 
 
@@ -75,32 +76,6 @@ class Access:
     def changes_anything(self) -> bool:
         """Whether the call may change files or run anything (its ``tool/call`` is fsynced)."""
         return self.kind != "read"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutput:
-    """What a call produced, as the model will read it."""
-
-    content: str
-    """The text sent to the model; ``Error: <chain>`` for a failure."""
-    failure: FailureRecord | None = None
-    """Set when the call failed; its message is what ``content`` quotes."""
-    exit_code: int | None = None
-    """A command's exit status."""
-    truncated: bool = False
-    """``content`` was cut to the cap; ``output_file`` holds all of it."""
-    output_file: str | None = None
-
-    @classmethod
-    def failed(cls, exc: BaseException, *, content_after: str = "") -> ToolOutput:
-        """A failure as the model reads it: ``Error: <error_chain>``, then any partial output."""
-        record = FailureRecord.from_exception(exc)
-        if not isinstance(exc, HarnessError):
-            record = FailureRecord(TOOL_FAILED, record.message)
-        content = record.as_tool_result
-        if content_after:
-            content = f"{content}\n{content_after}"
-        return cls(content, record)
 
 
 @dataclass(frozen=True, slots=True)

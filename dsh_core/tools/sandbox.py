@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..chain import error_chain
-from ..errors import HarnessError
+from ..errors import SANDBOX_UNAVAILABLE, HarnessError
 from .confinement import (
     Confinement,
     RepositoryScan,
@@ -85,9 +85,6 @@ __all__ = [
 
 SandboxMode = Literal["auto", "on", "off"]
 """``--sandbox``: bwrap when it works, bwrap or nothing, never bwrap."""
-
-SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
-"""``--sandbox on`` and bwrap cannot run: a startup failure."""
 
 INSTALL_HINT = "Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap"
 

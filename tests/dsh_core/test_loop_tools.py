@@ -163,7 +163,7 @@ def test_a_call_then_an_answer(model: ScriptedModel, log: SessionLog) -> None:
     assert records(log, AssistantStep)[0] == AssistantStep(
         1, 1, "Let me look.", tool_calls=(call(1),)
     )
-    assert records(log, ToolResult) == [ToolResult(1, 1, "call_1", False, "echo hi")]
+    assert records(log, ToolResult) == [ToolResult(1, 1, "call_1", ToolOutput("echo hi"))]
     second = model.requests[1]
     assert second.messages == (
         UserMessage("what does it say?"),
@@ -585,7 +585,7 @@ def test_load_answers_what_a_dead_process_left(store: SessionStore, log: Session
     log.append(UserText(1, "q"))
     log.append(AssistantStep(1, 1, "", tool_calls=calls))
     log.append(ToolCallStarted(1, 1, "call_1", "echo", "{}"))
-    log.append(ToolResult(1, 1, "call_1", False, "echo"))
+    log.append(ToolResult(1, 1, "call_1", ToolOutput("echo")))
     log.append(ToolCallStarted(1, 1, "call_2", "echo", "{}"), durable=True)
     log.close()  # killed while call_2 ran; call_3 never started
     loaded, report = store.open(log.id)

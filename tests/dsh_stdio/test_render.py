@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_core.errors import FailureRecord
-from dsh_core.events import ToolResult, TurnEnd
+from dsh_core.events import ToolOutput, ToolResult, TurnEnd
 from dsh_stdio.render import neutralise, next_step, outcome_line, output_tail, writable
 
 
@@ -82,7 +82,8 @@ def test_a_failure_a_person_can_act_on_ends_with_the_next_step(
 
 
 def result(content: str, exit_code: int | None = 0, *, is_error: bool = False) -> ToolResult:
-    return ToolResult(1, 1, "call", is_error, content, exit_code=exit_code)
+    failure = FailureRecord("TOOL_FAILED", content) if is_error else None
+    return ToolResult(1, 1, "call", ToolOutput(content, failure, exit_code=exit_code))
 
 
 @pytest.mark.parametrize(

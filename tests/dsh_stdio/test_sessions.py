@@ -29,13 +29,14 @@ from dsh_core.events import (
     StepUsage,
     SystemPrompt,
     ToolCallStarted,
+    ToolOutput,
     ToolResult,
     TurnEnd,
     TurnStart,
     UnknownEvent,
     UserText,
 )
-from dsh_core.llm import ToolCall
+from dsh_core.llm import ToolCall, Usage
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import Stall, StubServer
 from dsh_stdio.config import parse_config
@@ -243,7 +244,7 @@ def test_a_long_first_message_and_a_long_last_turn_are_read_only_in_part(
         TurnStart(2, "m"),
         UserText(2, "read them"),
         AssistantStep(2, 1, "", tool_calls=calls),
-        *(ToolResult(2, 1, call.id, False, "r" * 30_000) for call in calls),
+        *(ToolResult(2, 1, call.id, ToolOutput("r" * 30_000)) for call in calls),
     ]
     log = session(store, [prompt, *turn(1, "hello " + big, "ok"), *long_turn])
     summary = store.summaries(HERE)[0]
@@ -293,9 +294,9 @@ def tool_turn(number: int) -> list[Record]:
         UserText(number, "look around\nplease"),
         RetryScheduled(number, 1, 1, 4, 0.5, FailureRecord("SERVER", "busy")),
         AssistantStep(number, 1, "Let me look.", reasoning="hmm", tool_calls=(read, bash)),
-        StepUsage(number, 1, 10, 5),
+        StepUsage(number, 1, Usage(10, 5)),
         ToolCallStarted(number, 1, "c1", "read", read.arguments),
-        ToolResult(number, 1, "c1", False, "1\thello\n2\tworld"),
+        ToolResult(number, 1, "c1", ToolOutput("1\thello\n2\tworld")),
         ApprovalDecided(number, "c2", "unavailable"),
         ToolResult.failed(number, 1, "c2", refused),
         UnknownEvent("note/added", {"text": "from a newer dsh"}),
@@ -665,7 +666,7 @@ def test_replay_keeps_a_step_without_text_quiet(store: SessionStore) -> None:
         TurnStart(1, "m"),
         UserText(1, "q"),
         AssistantStep(1, 1, "", reasoning="thinking", tool_calls=(call,)),
-        ToolResult(1, 1, "c1", False, "(no output)"),
+        ToolResult(1, 1, "c1", ToolOutput("(no output)")),
         AssistantStep(1, 2, "answer"),
         TurnEnd(1, "max-steps"),
     ]
