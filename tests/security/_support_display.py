@@ -25,7 +25,6 @@ __all__ = [
     "MASK",
     "RAW",
     "Run",
-    "Terminal",
     "call",
     "env_fixture",
     "events_of",
@@ -33,7 +32,6 @@ __all__ = [
     "no_key_in_requests",
     "pipe",
     "stub_fixture",
-    "term_fixture",
     "terminal",
     "work_fixture",
 ]
@@ -70,13 +68,6 @@ def work_fixture(tmp_path: Path) -> Path:
 def env_fixture(stub: StubServer, home: Path) -> dict[str, str]:
     """A child dsh's environment: the canary key, the stub, a private home, ``TERM=dumb``."""
     return child_env(stub.url, home, PROMPT_TOOLKIT_NO_CPR="1")
-
-
-@pytest.fixture(name="term")
-def term_fixture(env: dict[str, str], home: Path, work: Path) -> Iterator[Terminal]:
-    """dsh on a pseudo-terminal in ``work``; the key is checked to be nowhere afterwards."""
-    with terminal(env, work, home) as opened:
-        yield opened
 
 
 class terminal:  # used as a function: `with terminal(env, cwd, home) as term:`
