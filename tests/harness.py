@@ -62,6 +62,7 @@ from tests.support import HANG_GUARD, Run, read_events
 __all__ = [
     "Screen",
     "ScriptedAsker",
+    "SkippingClock",
     "Terminal",
     "in_surroundings",
     "on_terminal",
@@ -77,6 +78,31 @@ SANDBOX_NOTE = r" \((?:not )?sandboxed[^\n]*\)"
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
 """What a run of dsh may set for the process: restored after each in-process run."""
+
+
+class SkippingClock:
+    """The event loop's time, except that a sleep (a retry's wait) returns at once and moves
+    this clock on by its length: timeouts run in real time, backoff costs none.
+
+    For a test whose point is a real timeout between retries (``DSH_TIMEOUT`` running out);
+    :class:`~dsh_core.testing.ManualClock` ``(autojump=True)`` when no timeout must fire.
+    """
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+        self.slept: list[float] = []
+        """Every sleep asked for, in order."""
+
+    def time(self) -> float:
+        return asyncio.get_running_loop().time() + self.skipped
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_at(when - self.skipped, callback)
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.skipped += seconds
+        await asyncio.sleep(0)
 
 
 @contextlib.contextmanager

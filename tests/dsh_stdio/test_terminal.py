@@ -20,6 +20,7 @@ import pytest
 
 from dsh_core.testing import Answer as Reply
 from dsh_core.testing import HttpError, KeepAlives, ManualClock, StubServer, ToolCalls
+from dsh_stdio.view import TurnView
 from tests.dsh_stdio.test_agent_terminal import bash
 from tests.harness import SANDBOX_NOTE, Terminal, on_terminal
 from tests.support import assert_no_canary
@@ -244,8 +245,9 @@ def test_session_shows_model_url_directory_sandbox_and_grants(
 
 
 def test_a_running_command_shows_a_live_line_then_its_last_lines(
-    dsh_env: dict[str, str], workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], workdir: Path, stub: StubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(TurnView, "TICK", 0.05)  # the line's period (1 s): sooner, same line
     # The command waits for a file that the test makes once the live line is on screen.
     command = "while [ ! -e go ]; do sleep 0.05; done; seq 1 7"
     stub.enqueue(bash(command))

@@ -5,9 +5,9 @@ one. It checks the exact outcome line (a precise pattern where the OS or a libra
 the exit status, the ``turn/end`` the log stores, no traceback, and that the next line is still
 served. The front door runs in-process (``tests/harness.py``: ``main`` on in-memory streams,
 real sockets to real servers), its retry waits on a ``ManualClock`` that jumps, so the real
-backoff schedule (0.5 s base, full jitter, 4 retries) costs no time. What needs the process,
-or waits in real time on purpose, runs the real dsh and is marked slow: a signal that ends a
-turn that cannot end by itself, and ``DSH_TIMEOUT`` running out.
+backoff schedule (0.5 s base, full jitter, 4 retries) costs no time. What needs the process
+runs the real dsh: a signal that ends a turn that cannot end by itself. What waits in real time
+on purpose (``DSH_TIMEOUT`` running out) is marked slow with them.
 
 Not here, and why: a read timeout or an idle stream ending as ``TIMEOUT``. The defaults are 60 s
 for the response headers and 120 s between events, not configurable from the front door, so a
@@ -46,7 +46,7 @@ from dsh_core.testing import (
     closed_port,
 )
 from tests.conftest import CANARY_KEY
-from tests.harness import run_in_process
+from tests.harness import SkippingClock, run_in_process
 from tests.reliability.conftest import (
     OVERSIZED_LINE,
     OVERSIZED_OUTCOME,
@@ -54,7 +54,6 @@ from tests.reliability.conftest import (
     Run,
     assert_sane,
     child_env,
-    run_dsh,
 )
 from tests.reliability.faults import (
     FaultServer,
@@ -648,11 +647,12 @@ def test_stream_that_stalls_after_some_text(
 
 @pytest.mark.slow
 def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
+    clock = SkippingClock()  # each of the five 0.5 s timeouts in real time, the waits between none
     with FaultServer(hang) as server:
-        run = run_dsh(
+        run = run_in_process(
             child_env(server.url, home, DSH_TIMEOUT="0.5"),
             stdin=b"hello?\n" + OVERSIZED_LINE,
-            timeout=90,
+            clock=clock,
         )
         # dsh timed out without needing the server to accept: the last connection may still
         # be in the listener's queue when dsh exits.
@@ -665,6 +665,7 @@ def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
         OVERSIZED_OUTCOME,
     ], run.stdout
     assert len(retry_notices(run.stderr)) == 4
+    assert len(clock.slept) == 4
     assert connections == 5  # one try and four retries
     assert run.returncode == 1
     assert_turn_failed(run, lines[0], "TIMEOUT")
@@ -678,7 +679,8 @@ def test_stream_that_stalls_after_some_text_times_out_without_retry(
     # 2 s: the headers and the text, from a stub thread of this process, have time to arrive
     # on a loaded machine; the stall (600 s) still ends only by the timeout.
     stub.enqueue(Stall(600, after_text="Some text, then silence"))
-    run = run_dsh(child_env(stub.url, home, DSH_TIMEOUT="2"), stdin=b"hello?\n" + OVERSIZED_LINE)
+    env = child_env(stub.url, home, DSH_TIMEOUT="2")
+    run = run_in_process(env, stdin=b"hello?\n" + OVERSIZED_LINE)  # the loop's own clock
     lines = run.stdout.splitlines()
     assert lines == [
         "Some text, then silence",
