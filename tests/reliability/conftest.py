@@ -39,9 +39,6 @@ OVERSIZED_OUTCOME = (
     "shorten it, or send it in parts"
 )
 
-LOG_SHIM = "sitecustomize.py"
-"""Written into a directory on the child's PYTHONPATH by :func:`log_capture`."""
-
 
 def run_dsh(
     env: Mapping[str, str],
@@ -193,24 +190,6 @@ def home(tmp_path: Path) -> Path:
 def env(stub: StubServer, home: Path) -> dict[str, str]:
     """The environment for a child dsh talking to the shared stub."""
     return child_env(stub.url, home)
-
-
-@pytest.fixture
-def log_capture(tmp_path: Path) -> tuple[Path, Path]:
-    """A PYTHONPATH directory whose sitecustomize sends every log record to a file.
-
-    It adds a handler at DEBUG and changes nothing else: the records dsh and its libraries
-    emit become visible to the test. Returns (directory for PYTHONPATH, log file).
-    """
-    shim = tmp_path / "log-shim"
-    shim.mkdir()
-    records = tmp_path / "records.log"
-    (shim / LOG_SHIM).write_text(
-        "import logging, os\n"
-        "logging.basicConfig(filename=os.environ['DSH_TEST_LOG_FILE'], level=logging.DEBUG,\n"
-        "                    format='%(name)s %(levelname)s %(message)s')\n"
-    )
-    return shim, records
 
 
 __all__ = [
