@@ -1,8 +1,9 @@
 """The front door in-process: the real ``dsh_stdio`` code, no child process, in milliseconds.
 
-The place for a new front-door test. Keep a child process (``tests.support.DSH``, pexpect) for
-what only a process shows: a signal, a real terminal, a crash, a pipe's own behaviour (a
-reader that goes away, a full pipe), the process boundary (its memory, its descriptors).
+The place for a new front-door test. Keep a child process (``tests.support.DSH``, pexpect, and
+``@pytest.mark.slow``) for what only a process shows: a signal, a real terminal (its modes,
+text typed ahead, colour), a crash, a pipe's own behaviour (a reader that goes away, a full
+pipe), the process boundary (its memory, its umask, the environment it was started with).
 
 Pipes and one-shot runs go through ``dsh_stdio.__main__.main`` itself, on a :class:`Streams`
 of this module's making (input from a file, output in memory), with the environment and the
@@ -12,19 +13,24 @@ a child (``tests.support.Run``)::
     run = run_in_process(env, "--allow", "shell", stdin="toolbash\\n", cwd=work)
     assert run.returncode == 0 and run.of_type("approval/decided") == [...]
 
-A ``clock`` (``ManualClock(autojump=True)``) makes the model's retry waits cost no time.
+A ``clock`` makes the model's retry waits cost no time: ``ManualClock(autojump=True)``, or
+:class:`SkippingClock` when a real timeout must still run out between the retries.
 
 The REPL runs in-process too, as textual's ``App.run_test()`` drives an app with a ``Pilot``:
 :func:`repl_in_process` starts ``run_repl`` with prompt_toolkit reading keys from a pipe and
 drawing its dumb-terminal prompt (``TERM=dumb``) on the same :class:`Screen` dsh writes to, so
-the screen reads as pexpect's transcript does, without the ``\\r``::
+the screen reads as pexpect's transcript does, without the ``\\r``. :func:`on_terminal` runs
+a script against it in an event loop of its own and returns the :class:`Terminal` to check::
 
-    async with repl_in_process(env, cwd=work) as term:
+    async def script(term: Terminal) -> None:
         await term.turn("toolbash")
-        await term.expect("Allow bash? $ ls -la")
+        await term.expect_question("bash", "$ ls -la")
         term.keys("y\\r")
         await term.expect("Tool results: [bash] total")
         assert await term.leave() == 0
+
+    term = on_terminal(env, work, script)
+    assert term.decisions() == ["allowed"]
 
 Every wait is for something dsh writes (:meth:`Terminal.expect`), bounded by
 ``tests.support.HANG_GUARD`` for a hang; never a sleep. Approval questions in a test of the

@@ -1,5 +1,8 @@
 """What the tests and the benches share for running a child ``dsh`` and checking what it leaves.
 
+A new front-door test runs dsh in-process first (``tests/harness.py``); a child process is for
+what only a process shows (signals, a terminal, a crash, memory).
+
 No pytest here: the bench scripts (``python bench/<name>.py``, with the repository root put on
 ``sys.path``) import this module as well as the test suite does.
 
