@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,14 @@ class Config:
     """``--sessions --all``: every working directory's sessions."""
     quiet: bool = False
     """``--quiet``: no usage line after a turn, no session id when the run ends."""
+    context_window: int | None = None
+    """``--context-window``: tokens a request may hold; None: the model's own, if known."""
+    auto_compact: bool = True
+    """False with ``--no-auto-compact``."""
+    thinking: bool | None = None
+    """``--thinking on|off``; None: the model's default."""
+    reasoning_effort: str | None = None
+    """``--reasoning-effort``: sent as it is; None sends none."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -118,6 +127,23 @@ def _build_parser() -> _Parser:
     )
     parser.add_argument(
         "-s", "--system", metavar="TEXT", help="replace the first part of the system prompt"
+    )
+    parser.add_argument(
+        "--context-window",
+        metavar="N",
+        help="tokens a request may hold (default: the model's known window; for other models "
+        "the server's refusal decides) [DSH_CONTEXT_WINDOW]",
+    )
+    parser.add_argument(
+        "--no-auto-compact",
+        action="store_true",
+        help="never compact the conversation on its own (/compact still does)",
+    )
+    parser.add_argument(
+        "--thinking", metavar="on|off", help="thinking mode (default: the model's) [DSH_THINKING]"
+    )
+    parser.add_argument(
+        "--reasoning-effort", metavar="LEVEL", help="sent as reasoning_effort (low, high, ...)"
     )
     parser.add_argument(
         "--allow",
@@ -191,6 +217,19 @@ def _positive(text: str | None, source: str) -> int | None:
     return value
 
 
+_EFFORT = re.compile(r"[a-z][a-z_-]{0,31}")
+"""What a reasoning effort may look like: a word the server knows (it judges the word)."""
+
+
+def _on_off(text: str | None, source: str) -> bool | None:
+    if text is None or text.strip() == "":
+        return None
+    value = text.strip().lower()
+    if value not in ("on", "off"):
+        raise StartupError(f"{source} must be on or off, not {text!r}")
+    return value == "on"
+
+
 def _timeout(text: str | None, source: str) -> float | None:
     if text is None or text.strip() == "":
         return None
@@ -254,6 +293,17 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     max_steps = _positive(args.max_steps, "--max-steps") if args.max_steps is not None else None
     if max_steps is None:
         max_steps = _positive(env.get("DSH_MAX_STEPS"), "DSH_MAX_STEPS") or DEFAULT_MAX_STEPS
+    if args.context_window is not None:
+        context_window = _positive(args.context_window, "--context-window")
+    else:
+        context_window = _positive(env.get("DSH_CONTEXT_WINDOW"), "DSH_CONTEXT_WINDOW")
+    if args.thinking is not None:
+        thinking = _on_off(args.thinking, "--thinking")
+    else:
+        thinking = _on_off(env.get("DSH_THINKING"), "DSH_THINKING")
+    effort = args.reasoning_effort
+    if effort is not None and not _EFFORT.fullmatch(effort):
+        raise StartupError(f"--reasoning-effort takes one word (low, medium, high), not {effort!r}")
     if args.sandbox is not None:
         sandbox = _sandbox(args.sandbox, "--sandbox")
     else:
@@ -300,6 +350,10 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         show=args.show,
         all_directories=args.all_directories,
         quiet=args.quiet,
+        context_window=context_window,
+        auto_compact=not args.no_auto_compact,
+        thinking=thinking,
+        reasoning_effort=effort,
     )
 
 
