@@ -25,6 +25,7 @@ from dsh_core.events import (
     CompactionEnd,
     CompactionStart,
     CompactionSummary,
+    Record,
     SessionEvent,
     StepUsage,
     SystemPrompt,
@@ -364,7 +365,7 @@ def test_without_auto_compaction_a_turn_that_does_not_fit_is_rejected(
 
 def compacted_log() -> list[SessionEvent]:
     """Two turns, then a compaction that keeps the second: seq 6 on."""
-    records = [
+    records: list[Record] = [
         SystemPrompt("You are a test."),
         TurnStart(1, "m"),
         UserText(1, "one"),
