@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -42,10 +42,15 @@ from .events import (
     CompactionStart,
     CompactionSummary,
     CompactionTrigger,
-    SessionEvent,
-    StepUsage,
 )
-from .history import History, Mark, checkpoint_message, estimate_tokens, message_tokens
+from .history import (
+    History,
+    Mark,
+    SessionUsage,
+    checkpoint_message,
+    estimate_tokens,
+    message_tokens,
+)
 from .llm import (
     ChatModel,
     ChatRequest,
@@ -70,12 +75,10 @@ __all__ = [
     "Compacted",
     "Compacting",
     "Plan",
-    "SessionUsage",
     "WindowKeeper",
     "conversation_size",
     "needs_compaction",
     "plan_compaction",
-    "session_usage",
     "tools_tokens",
 ]
 
@@ -221,6 +224,15 @@ class Conversing(Protocol):
 
 Observer = Callable[[Event | Compacting | Compacted], None]
 
+
+class RunningTurn(Protocol):
+    """The turn a step belongs to."""
+
+    number: int
+    first: int
+    """The seq of its ``turn/start``."""
+
+
 SUMMARY_ATTEMPTS = 3
 """Summary requests one compaction may send: each one the server refuses as too long is sent
 again summarising half as much."""
@@ -250,17 +262,25 @@ class WindowKeeper:
         self._history.update(self._talk.log.events)
         return conversation_size(self._history, tools_tokens(self._talk.toolbox.specs))
 
+    @property
+    def usage(self) -> SessionUsage:
+        """The session's tokens over every answered request, summaries included."""
+        self._history.update(self._talk.log.events)
+        return self._history.usage
+
     def turn_problem(self, text: str) -> str | None:
         """Why a turn for ``text`` cannot fit the window (what to do), or None. With automatic
-        compaction, only a message that cannot fit with the system prompt and tools alone."""
+        compaction, what a compaction would leave of the conversation counts."""
         window = self.window
         if window is None:
             return None  # the server's answer decides
-        message = message_tokens(UserMessage(text))
+        size = self.size
         if self._talk.auto_compact:
             tools = tools_tokens(self._talk.toolbox.specs)
-            return self._problem(self._history.system_tokens + tools + message, window)
-        return self._problem(self.size + message, window)
+            plan = plan_compaction(self._history, window=window, tools=tools)
+            if plan is not None:
+                size = min(size, plan.kept_tokens)  # and a summary, which has to be short
+        return self._problem(size + message_tokens(UserMessage(text)), window)
 
     def _problem(self, needed: int, window: int) -> str | None:
         needed += self._talk.max_tokens or 0  # the answer has to fit in the window too
@@ -273,16 +293,22 @@ class WindowKeeper:
         )
 
     async def before_step(
-        self, turn: int, step: int, cancellation: Cancellation, on_event: Observer
+        self, turn: RunningTurn, step: int, cancellation: Cancellation, on_event: Observer
     ) -> None:
-        """Compact a conversation past 80% of the window; without automatic compaction, a step
-        after the first that no longer fits fails (the first was checked before the turn)."""
+        """Compact a conversation past 80% of the window. One that was not compacted and no
+        longer fits is not sent: a step after the first fails (the first was checked before
+        the turn)."""
         window, size = self.window, self.size
         if window is None or not needs_compaction(size, window, self._talk.max_tokens):
             return
         if self._talk.auto_compact:
-            await self.compact(turn, "pressure", cancellation, on_event)
-        elif step > 1 and (problem := self._problem(size, window)):
+            compacted = await self.compact(
+                turn.number, "pressure", cancellation, on_event, turn_start=turn.first
+            )
+            if compacted is not None:
+                return  # what came since is estimated: the server decides
+        # Nothing could be compacted: a conversation over the window is not sent.
+        if step > 1 and (problem := self._problem(size, window)):
             raise HarnessError(problem, CONTEXT_WINDOW_EXCEEDED)
 
     async def compact(
@@ -292,12 +318,17 @@ class WindowKeeper:
         cancellation: Cancellation,
         on_event: Observer,
         refusal: HarnessError | None = None,
+        *,
+        turn_start: int | None = None,
     ) -> Compacted | None:
         """Compact now: write ``compaction/start``, ask for the summary, then write the summary
         and ``compaction/end`` (each fsynced). None when nothing can be summarised (the server
-        then decides); after a ``refusal``, that raises ``CONTEXT_WINDOW_EXCEEDED``, and so does
-        a compaction that got no summary, with its failure as the cause. ``CancelledError``
-        passes through: the loop owns it."""
+        then decides); after a ``refusal``, that raises the refusal again. A compaction that got
+        no summary raises ``CONTEXT_WINDOW_EXCEEDED`` with its failure as the cause;
+        ``CancelledError`` passes through: the loop owns it.
+
+        Then the log lets go of the events the summary replaced (they stay on disk), but for
+        those of the running turn, which starts at ``turn_start``: memory stays flat."""
         talk, history = self._talk, self._history
         size, tools = self.size, tools_tokens(talk.toolbox.specs)
         error = None if refusal is None else FailureRecord.from_exception(refusal)
@@ -305,13 +336,9 @@ class WindowKeeper:
         window = _smallest(self.window, stated)  # what the refusal says counts already
         plan = plan_compaction(history, window=window, tools=tools, overflow=refusal is not None)
         if plan is None:
-            if refusal is None:
-                return None
-            raise HarnessError(
-                "the server refused the conversation as too long, and it holds nothing that "
-                "could be summarised",
-                CONTEXT_WINDOW_EXCEEDED,
-            ) from refusal
+            if refusal is not None:
+                raise refusal  # nothing to summarise: the server's refusal stands as it was
+            return None
         start = CompactionStart(turn, trigger, size, window, error)
         talk.log.append(start, durable=True)
         on_event(Compacting(trigger))
@@ -336,6 +363,9 @@ class WindowKeeper:
         record = CompactionSummary(turn, summary, plan.kept.seq - 1, size, after, usage)
         talk.log.append(record, durable=True)
         talk.log.append(CompactionEnd(turn), durable=True)
+        history.update(talk.log.events)  # in force: nothing needs what it replaced any more
+        kept_from = plan.kept.seq if turn_start is None else min(plan.kept.seq, turn_start)
+        talk.log.forget(kept_from - 1)
         compacted = Compacted(size, after)
         on_event(compacted)
         return compacted
@@ -395,33 +425,3 @@ async def _summary(
                 take(event)
             await close_stream(stream)
     return "".join(text), usage
-
-
-@dataclass(frozen=True, slots=True)
-class SessionUsage:
-    """A session's tokens over every answered request, summaries included (``/usage``)."""
-
-    prompt_tokens: int = 0
-    cache_hit_tokens: int = 0
-    completion_tokens: int = 0
-    requests: int = 0
-    compactions: int = 0
-
-    @property
-    def cache_miss_tokens(self) -> int:
-        return self.prompt_tokens - self.cache_hit_tokens
-
-
-def session_usage(events: Sequence[SessionEvent]) -> SessionUsage:
-    """Add up the ``usage`` of every step and every compaction in ``events``."""
-    prompt = hit = completion = requests = compactions = 0
-    for event in events:
-        record = event.record
-        if isinstance(record, StepUsage | CompactionSummary):
-            prompt += record.usage.prompt_tokens
-            hit += record.usage.cached_tokens
-            completion += record.usage.completion_tokens
-            requests += 1
-        if isinstance(record, CompactionEnd):
-            compactions += 1
-    return SessionUsage(prompt, hit, completion, requests, compactions)

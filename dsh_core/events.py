@@ -62,6 +62,7 @@ from .llm import ToolCall, Usage
 __all__ = [
     "APPROVAL_OUTCOMES",
     "END_KINDS",
+    "FORGOTTEN",
     "ApprovalDecided",
     "ApprovalOutcome",
     "AssistantStep",
@@ -463,6 +464,11 @@ class SessionEvent:
     def to_json(self) -> dict[str, Any]:
         """The whole line as a JSON object: ``{type, seq, time, data}``."""
         return {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+
+
+FORGOTTEN = SessionEvent(-1, "", UnknownEvent("forgotten", {}))
+"""What an event a compaction replaced reads as once the log let go of it in memory
+(:meth:`dsh_core.session.SessionLog.forget`); the file still holds it."""
 
 
 def record_type(record: Record) -> str:

@@ -53,7 +53,15 @@ from .events import (
     UnknownEvent,
     UserText,
 )
-from .llm import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from .llm import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from .models import stated_window
 
 __all__ = [
@@ -62,6 +70,7 @@ __all__ = [
     "History",
     "Mark",
     "Measure",
+    "SessionUsage",
     "answer_unanswered",
     "checkpoint_message",
     "closing_records",
@@ -132,6 +141,27 @@ class Measure:
     """Its step's ``assistant/message``: the request carried the events before it."""
 
 
+@dataclass(slots=True)
+class SessionUsage:
+    """A session's tokens over every answered request, summaries included (``/usage``)."""
+
+    prompt_tokens: int = 0
+    cache_hit_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    compactions: int = 0
+
+    @property
+    def cache_miss_tokens(self) -> int:
+        return self.prompt_tokens - self.cache_hit_tokens
+
+    def add(self, usage: Usage) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.cache_hit_tokens += usage.cached_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.requests += 1
+
+
 def _mergeable(before: Message, after: Message) -> bool:
     if isinstance(before, UserMessage) and isinstance(after, UserMessage):
         return True
@@ -195,6 +225,8 @@ class History:
         """The smallest window a server stated for each model, in a context-window refusal."""
         self._pending: tuple[int, CompactionSummary | None] | None = None
         """A compaction begun (the seq of its start) and its summary, until its end."""
+        self.usage = SessionUsage()
+        """Added up as the log's usage is folded in, so it outlives what the log lets go of."""
 
     def update(self, events: Sequence[SessionEvent]) -> None:
         """Fold in the events appended since the last call (the log is append-only)."""
@@ -285,6 +317,8 @@ class History:
                     reasoning = record.reasoning if record.tool_calls else None
                     self._open_with(AssistantMessage(record.text, reasoning, record.tool_calls))
             case StepUsage(usage=usage):
+                if not again:
+                    self.usage.add(usage)
                 if self._step is not None and usage.prompt_tokens > 0:
                     self.measure = Measure(usage.prompt_tokens, *self._step)
                 self._step = None
@@ -301,10 +335,13 @@ class History:
                 self._pending = (seq, None)
                 self._learn(record.error)
             case CompactionSummary():
+                if not again:
+                    self.usage.add(record.usage)
                 if self._pending is not None:
                     self._pending = (self._pending[0], record)
             case CompactionEnd():
-                pass  # update() applies it: that needs the events it keeps
+                if not again:
+                    self.usage.compactions += 1  # update() applies it: that needs the events
             case ToolCallStarted() | ApprovalDecided() | RetryScheduled():
                 pass  # bookkeeping: the model does not see it
             case UnknownEvent():

@@ -388,7 +388,7 @@ class Conversation:
             number += 1
             if number > self.max_steps:
                 return self._end(TurnEnd(turn.number, "max-steps"), turn)
-            await self.keeper.before_step(turn.number, number, self._cancel, on_event)
+            await self.keeper.before_step(turn, number, self._cancel, on_event)
             step = turn.step = Step(number)
             try:
                 await self._stream(turn, step, on_event)
@@ -396,7 +396,9 @@ class Conversation:
                 # Refused as too long: compact once (summarising what fit), then try again.
                 if exc.code != CONTEXT_WINDOW_EXCEEDED or not self.auto_compact or step.shown:
                     raise
-                await self.keeper.compact(turn.number, "overflow", self._cancel, on_event, exc)
+                await self.keeper.compact(
+                    turn.number, "overflow", self._cancel, on_event, exc, turn_start=turn.first
+                )
                 step = turn.step = Step(number)
                 await self._stream(turn, step, on_event)
             limited = step.finish is not None and step.finish.reason == "max-tokens"

@@ -19,7 +19,6 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from dsh_core.chain import error_chain
-from dsh_core.compaction import session_usage
 from dsh_core.errors import HarnessError
 from dsh_core.events import TurnStart
 
@@ -174,7 +173,7 @@ def _thinking_text(thinking: bool | None) -> str:
 def _usage_text(runtime: Runtime) -> str:
     """``/usage``: the session's tokens over every request (summaries too), and the context."""
     conversation = runtime.conversation
-    usage = session_usage(conversation.log.events)
+    usage = conversation.keeper.usage
     window, size = conversation.keeper.window, conversation.keeper.size
     compactions = f", {usage.compactions} compacted" if usage.compactions else ""
     context = (

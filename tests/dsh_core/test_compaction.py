@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dsh_core.compaction import PRESSURE, SUMMARY_REQUEST, session_usage
+from dsh_core.compaction import PRESSURE, SUMMARY_REQUEST
 from dsh_core.deepseek import DeepSeekAdapter, RetryPolicy
 from dsh_core.errors import CONTEXT_WINDOW_EXCEEDED
 from dsh_core.events import (
+    FORGOTTEN,
     AssistantStep,
     CompactionEnd,
     CompactionStart,
@@ -36,7 +37,7 @@ from dsh_core.events import (
 from dsh_core.history import CHECKPOINT_HEADING, History
 from dsh_core.llm import AssistantMessage, SystemMessage, ToolMessage, ToolSpec, UserMessage
 from dsh_core.loop import Compacted, Compacting, Conversation, LoopEvent
-from dsh_core.session import SessionLog, SessionStore
+from dsh_core.session import SessionLog, SessionStore, read_log
 from dsh_core.testing import Answer, HttpError, ManualClock, StubServer
 from dsh_core.testing.server import context_length_message
 from dsh_core.testing.validation import validate_request
@@ -112,7 +113,8 @@ def turns(
 
 
 def records(log: SessionLog, kind: type[Any]) -> list[Any]:
-    return [event.record for event in log.events if isinstance(event.record, kind)]
+    """The records of ``kind`` in the log's file (memory lets go of what compactions replace)."""
+    return [event.record for event in read_log(log.path).events if isinstance(event.record, kind)]
 
 
 def history_problems(server: StubServer) -> list[str]:
@@ -197,7 +199,7 @@ def test_pressure_compacts_before_the_step_and_then_sends_the_summary_first(
     assert {start.trigger for start in starts} == {"pressure"}
     assert all(start.tokens > PRESSURE * 8_000 for start in starts)
     # Each compaction's three records, in order, with the summary between.
-    types = [e.type for e in log.events if e.type.startswith("compaction/")]
+    types = [e.type for e in read_log(log.path).events if e.type.startswith("compaction/")]
     assert types == ["compaction/start", "compaction/summary", "compaction/end"] * len(starts)
     compacted = [event for event in seen if isinstance(event, Compacted)]
     summaries = records(log, CompactionSummary)
@@ -477,10 +479,34 @@ def test_session_usage_adds_up_every_request(server: StubServer, log: SessionLog
     conversation = talk(server, log)
     turns(conversation, "one toolread", "two")
     run(conversation, conversation.compact)
-    usage = session_usage(log.events)
+    usage = conversation.keeper.usage
     served = server.served
     assert usage.requests == len(served) == 4
     assert usage.prompt_tokens == sum(s.prompt.tokens for s in served)
     assert usage.cache_hit_tokens == sum(s.prompt.cache_hit for s in served) > 0
     assert usage.cache_miss_tokens == usage.prompt_tokens - usage.cache_hit_tokens
     assert usage.compactions == 1
+    # Read back from the file, the same: what memory let go of was counted as it came.
+    again = History()
+    again.update(read_log(log.path).events)
+    assert again.usage == usage
+
+
+def test_memory_lets_go_of_what_a_compaction_replaced_but_the_running_turn(
+    server: StubServer, log: SessionLog
+) -> None:
+    conversation = talk(server, log, context_window=5_000)
+    turns(conversation, *[f"turn {n} toolchain" for n in range(6)])
+    on_disk = read_log(log.path).events
+    ends = [e for e in on_disk if isinstance(e.record, CompactionEnd)]
+    assert len(ends) >= 2
+    last = max(e.seq for e in on_disk if isinstance(e.record, CompactionSummary))
+    summary = on_disk[last].record
+    turn_start = max(e.seq for e in on_disk[:last] if isinstance(e.record, TurnStart))
+    let_go = min(summary.replaces_through, turn_start - 1)
+    assert log.events[0] == on_disk[0]  # the system prompt, which every request sends
+    assert all(event is FORGOTTEN for event in log.events[1 : let_go + 1])
+    assert log.events[let_go + 1 :] == list(on_disk[let_go + 1 :])
+    from_disk = History()
+    from_disk.update(on_disk)
+    assert conversation.history == from_disk.messages()
