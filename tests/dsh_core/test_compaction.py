@@ -502,6 +502,7 @@ def test_memory_lets_go_of_what_a_compaction_replaced_but_the_running_turn(
     assert len(ends) >= 2
     last = max(e.seq for e in on_disk if isinstance(e.record, CompactionSummary))
     summary = on_disk[last].record
+    assert isinstance(summary, CompactionSummary)
     turn_start = max(e.seq for e in on_disk[:last] if isinstance(e.record, TurnStart))
     let_go = min(summary.replaces_through, turn_start - 1)
     assert log.events[0] == on_disk[0]  # the system prompt, which every request sends
