@@ -15,7 +15,10 @@ dsh's resident memory (``VmRSS``) each time a ``compaction/end`` appears. Report
   previous answered request's (the stub checks it on the raw bodies), all of them and all but
   the first after each compaction (target: 100%);
 - dsh's RSS after each compaction: the first, the last, the largest, and the growth from the
-  first to the last, beside the size of the session log (which dsh keeps in memory).
+  first to the last, beside the size of the session log;
+- the size's error: replaying the log, dsh's reckoning of each request's size (the last
+  ``prompt_tokens`` and the estimate of what came since) against the stub's count of it, for
+  requests after a measured one and for the first after a compaction (the estimate alone).
 
 A benchmark reports; no test asserts a time.
 """
@@ -36,7 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import itertools
 
+from dsh_core.compaction import conversation_size, tools_tokens
+from dsh_core.events import AssistantStep, CompactionEnd, StepUsage
+from dsh_core.history import History
+from dsh_core.session import read_log
 from dsh_core.testing import StubServer
+from dsh_core.tools import Toolbox, Workspace, builtin_tools
 from tests.support import DSH, child_env, proc_status
 
 DEMO = "Hello, world.\n" + "The quick brown fox jumps over the lazy dog. " * 60 + "\n"
@@ -82,6 +90,38 @@ class LogFollower(threading.Thread):
             time.sleep(0.01)  # how soon a line is noticed, not a measure of anything
 
 
+def size_errors(log: Path, work: Path) -> dict[str, list[float]]:
+    """Replay ``log``: dsh's size before each request against the prompt_tokens it reported,
+    as a share of the latter; apart for requests with no measured one since the last
+    compaction (the estimate alone)."""
+    tools = tools_tokens(Toolbox(builtin_tools(Workspace.at(work, output_dir=work))).specs)
+    events = read_log(log).events
+    history = History()
+    errors: dict[str, list[float]] = {"measured": [], "estimated": []}
+    guess, kind = 0, "estimated"
+    for index, event in enumerate(events):
+        if isinstance(event.record, AssistantStep):
+            history.update(events[:index])
+            guess = conversation_size(history, tools)
+            kind = "estimated" if history.measure is None else "measured"
+        elif isinstance(event.record, StepUsage) and guess:
+            actual = event.record.usage.prompt_tokens
+            errors[kind].append((guess - actual) / actual)
+            guess = 0
+        elif isinstance(event.record, CompactionEnd):
+            guess = 0
+    return errors
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "none"
+    ordered = sorted(values)
+    median = ordered[len(ordered) // 2]
+    low, high = ordered[len(ordered) // 20], ordered[-1 - len(ordered) // 20]
+    return f"median {median:+.1%}, 90% within {low:+.1%} .. {high:+.1%} (n={len(values)})"
+
+
 def measure(steps: int, window: int) -> dict[str, Any]:
     turns = -(-steps // STEPS_PER_TURN)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-compaction-") as scratch:
@@ -107,6 +147,7 @@ def measure(steps: int, window: int) -> dict[str, Any]:
             follower.done.set()
             follower.join()
             served = stub.served
+        errors = size_errors(next(home.rglob("session.jsonl")), work)
     answered = [s for s in served if not s.refused]
     steps_answered = [s for s in answered if not s.summary]
     too_long = [s for s in served if s.refused and "maximum context length" in s.refused]
@@ -133,6 +174,8 @@ def measure(steps: int, window: int) -> dict[str, Any]:
         / max(sum(s.prompt.tokens for s in answered), 1),
         "rss_kb_after_compactions": rss,
         "log_bytes_at_compactions": follower.log_bytes,
+        "size_error_measured": _spread(errors["measured"]),
+        "size_error_estimate_alone": _spread(errors["estimated"]),
     }
 
 
@@ -164,6 +207,11 @@ def main() -> None:
         f"previous one's messages; {figures['prefix_share_but_first_after_compaction']:.1%} "
         f"leaving out the first after each compaction (target 100%); cache hits "
         f"{figures['cache_hit_share']:.1%} of prompt tokens"
+    )
+    print(
+        f"  size, dsh's reckoning against the stub's count: after a measured request "
+        f"{figures['size_error_measured']}; the first after a compaction (estimate alone) "
+        f"{figures['size_error_estimate_alone']}"
     )
     if rss:
         growth = (rss[-1] - rss[0]) / 1024

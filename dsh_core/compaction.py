@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -134,8 +135,13 @@ class Plan:
 
 @functools.lru_cache(maxsize=8)
 def tools_tokens(specs: tuple[ToolSpec, ...]) -> int:
-    """The estimated tokens of the tools a request offers (the server counts them too)."""
-    return estimate_tokens("".join(f"{t.name}{t.description}{dict(t.parameters)}" for t in specs))
+    """The estimated tokens of the tools a request offers, as sent (the server counts them)."""
+    sent = [
+        {"type": "function", "function": {"name": t.name, "description": t.description}}
+        | {"parameters": dict(t.parameters)}
+        for t in specs
+    ]
+    return estimate_tokens(json.dumps(sent, ensure_ascii=False)) if specs else 0
 
 
 def _measured(history: History, tools: int) -> int:

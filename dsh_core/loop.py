@@ -247,8 +247,8 @@ class Conversation:
         return self._too_large(size) if size > self.input_limit else None
 
     def check_context_window(self, text: str) -> str | None:
-        """Built-in hook: refuse a turn that cannot fit the window; with ``auto_compact``, only
-        one whose message alone (with the system prompt and tools) cannot."""
+        """Built-in hook: refuse a turn that cannot fit the window (with ``auto_compact``, not
+        even once compacted)."""
         return self.keeper.turn_problem(text)
 
     def _too_large(self, size: int) -> str:
