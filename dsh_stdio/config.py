@@ -10,10 +10,10 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn, get_args
+from typing import Literal, NoReturn, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
+
+T = TypeVar("T")
 
 Action = Literal["chat", "sessions", "show"]
 """What this run does: talk to the model, list sessions, or print one."""
@@ -205,6 +207,19 @@ def _version() -> str:
     return __version__
 
 
+def _setting(
+    flag: str | None,
+    flag_name: str,
+    env: Mapping[str, str],
+    variable: str,
+    read: Callable[[str | None, str], T],
+) -> T:
+    """A setting read from its flag when given, else from the environment (SPEC section 2)."""
+    if flag is not None:
+        return read(flag, flag_name)
+    return read(env.get(variable), variable)
+
+
 def _positive(text: str | None, source: str) -> int | None:
     if text is None or text.strip() == "":
         return None
@@ -277,30 +292,15 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     else:
         base_url = DEFAULT_BASE_URL
 
-    if args.max_tokens is not None:
-        max_tokens = _positive(args.max_tokens, "--max-tokens")
-    else:
-        max_tokens = _positive(env.get("DSH_MAX_TOKENS"), "DSH_MAX_TOKENS")
-
-    if args.timeout is not None:
-        timeout = _timeout(args.timeout, "--timeout")
-    else:
-        timeout = _timeout(env.get("DSH_TIMEOUT"), "DSH_TIMEOUT")
+    max_tokens = _setting(args.max_tokens, "--max-tokens", env, "DSH_MAX_TOKENS", _positive)
+    timeout = _setting(args.timeout, "--timeout", env, "DSH_TIMEOUT", _timeout)
 
     model = args.model or env.get("DSH_MODEL") or DEFAULT_MODEL
     # Absolute: a resumed session runs in the directory it was started in (dsh changes to it).
     home = Path(args.home or env.get("DSH_HOME") or Path.home() / ".dsh").expanduser().absolute()
-    max_steps = _positive(args.max_steps, "--max-steps") if args.max_steps is not None else None
-    if max_steps is None:
-        max_steps = _positive(env.get("DSH_MAX_STEPS"), "DSH_MAX_STEPS") or DEFAULT_MAX_STEPS
-    if args.context_window is not None:
-        context_window = _positive(args.context_window, "--context-window")
-    else:
-        context_window = _positive(env.get("DSH_CONTEXT_WINDOW"), "DSH_CONTEXT_WINDOW")
-    if args.thinking is not None:
-        thinking = _on_off(args.thinking, "--thinking")
-    else:
-        thinking = _on_off(env.get("DSH_THINKING"), "DSH_THINKING")
+    max_steps = _setting(args.max_steps, "--max-steps", env, "DSH_MAX_STEPS", _positive)
+    window = _setting(args.context_window, "--context-window", env, "DSH_CONTEXT_WINDOW", _positive)
+    thinking = _setting(args.thinking, "--thinking", env, "DSH_THINKING", _on_off)
     effort = args.reasoning_effort
     if effort is not None and not _EFFORT.fullmatch(effort):
         raise StartupError(f"--reasoning-effort takes one word (low, medium, high), not {effort!r}")
@@ -340,7 +340,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         show_reasoning=args.show_reasoning,
         question=question,
         api_key=api_key,
-        max_steps=max_steps,
+        max_steps=max_steps or DEFAULT_MAX_STEPS,
         allow=_grants(args.allow or []),
         tools=not args.no_tools,
         sandbox=sandbox,
@@ -350,7 +350,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         show=args.show,
         all_directories=args.all_directories,
         quiet=args.quiet,
-        context_window=context_window,
+        context_window=window,
         auto_compact=not args.no_auto_compact,
         thinking=thinking,
         reasoning_effort=effort,
