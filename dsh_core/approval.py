@@ -5,12 +5,18 @@ call                               on a terminal               on a pipe or in o
 =================================  ==========================  ================================
 ``read``/``glob``/``grep`` inside  runs                        runs
 ``read``/``glob``/``grep`` outside asks                        refused unless ``--allow read``
-``write``, ``edit``                asks                        refused unless ``--allow write``
+``write``, ``edit`` inside         asks                        refused unless ``--allow write``
+``write``, ``edit`` outside        asks, every time            refused
+any file tool on a protected path  asks, every time            refused
+or a credential (SPEC 10.2, 10.4)
 ``bash``                           asks                        refused unless ``--allow shell``
 ``bash`` leaving the sandbox       asks, even with ``--allow`` refused unless ``--sandbox off``
 =================================  ==========================  ================================
 
-``--allow`` grants without asking; an answer ``always`` lasts for the rest of the session.
+``--allow`` grants without asking, but never the rows that say "every time": ``--allow write``
+covers the working directory only (SPEC 10.3), and a protected path or a credential needs a
+person's yes for each call. An answer ``always`` lasts for the rest of the session, for calls
+that stay in the working directory and touch nothing protected.
 
 The policy never reads an answer from anywhere but its :class:`Asker`, which only a front door
 with a terminal provides: a pipe has none, so a line ``y`` on stdin can never approve a call.
@@ -87,6 +93,10 @@ class ApprovalPolicy:
                 granted = self.sandbox_off and access.kind in self.grants
                 return "granted-by-flag" if granted else "unavailable"
             return await self._ask(call, invocation, remember=False)
+        if _person_only(access):
+            if self.asker is None:
+                return "unavailable"
+            return await self._ask(call, invocation, remember=False)
         if access.kind == "read" and not access.outside:
             return None
         if access.kind in self.grants:
@@ -112,6 +122,8 @@ class ApprovalPolicy:
     def refusal(self, call: ToolCall, access: Access, outcome: ApprovalOutcome) -> ToolError:
         """Why a call did not run, with the way out named (SPEC section 8)."""
         if outcome == "unavailable":
+            if _person_only(access):
+                return ToolError(_needs_a_person(call.name, access), TOOL_REFUSED)
             if access.leaves_sandbox:
                 way_out = "run with --sandbox off, or let it run in the sandbox"
             else:
@@ -121,6 +133,25 @@ class ApprovalPolicy:
                 TOOL_REFUSED,
             )
         return ToolError(f'the user rejected tool "{call.name}"', TOOL_REFUSED)
+
+
+def _person_only(access: Access) -> bool:
+    """SPEC 10.2-10.4: a call that only a person's yes lets run, each time (no flag, no
+    "always"): a change outside the working directory, or any call on a protected path or a
+    credential."""
+    return bool(access.protected) or (access.kind == "write" and bool(access.outside))
+
+
+def _needs_a_person(name: str, access: Access) -> str:
+    """Why a call that only a person may allow was refused where there is nobody to ask."""
+    if access.protected:
+        what = f'tool "{name}" touches {"; ".join(access.protected)}'
+    else:
+        what = (
+            f'tool "{name}" writes outside the working directory ({", ".join(access.outside)}); '
+            "--allow write covers the working directory only"
+        )
+    return f"{what}: only a person may allow that, call by call, and there is no terminal to ask"
 
 
 def allowed(outcome: ApprovalOutcome | None) -> bool:

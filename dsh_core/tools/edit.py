@@ -59,7 +59,7 @@ class WriteTool:
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
         check_arguments("write", arguments, ("file_path", "content"))
-        target = resolve_path(self.workspace.root, arguments, "file_path")
+        target = resolve_path(self.workspace, arguments, "file_path")
         content = string_argument(arguments, "content", empty=True)
         assert content is not None
         data = _encode(content, "content")
@@ -87,8 +87,10 @@ class WriteTool:
             )
         else:
             preview = unified_diff(target.shown, old, content)
-        summary = target.summary if before is not None else f"{target.summary} (new file)"
-        return Invocation(Access("write", target.outside), summary, run, preview)
+        summary = target.described(writing=True)
+        if before is None:
+            summary += " (new file)"
+        return Invocation(_access(target), summary, run, preview)
 
 
 class EditTool:
@@ -107,7 +109,7 @@ class EditTool:
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
         check_arguments("edit", arguments, ("file_path", "old_string", "new_string", "replace_all"))
-        target = resolve_path(self.workspace.root, arguments, "file_path")
+        target = resolve_path(self.workspace, arguments, "file_path")
         old_string = string_argument(arguments, "old_string")
         new_string = string_argument(arguments, "new_string", empty=True)
         assert old_string is not None and new_string is not None
@@ -143,8 +145,16 @@ class EditTool:
         preview = unified_diff(
             target.shown, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
         )
-        summary = f"{target.summary} (every occurrence)" if replace_all else target.summary
-        return Invocation(Access("write", target.outside), summary, run, preview)
+        summary = target.described(writing=True)
+        if replace_all:
+            summary += " (every occurrence)"
+        return Invocation(_access(target), summary, run, preview)
+
+
+def _access(target: Target) -> Access:
+    """A change to ``target``: outside the working directory, or to a protected path or a
+    credential, it needs a person's yes each time (SPEC 10.2-10.4)."""
+    return Access("write", target.outside, protected=target.guarded(writing=True))
 
 
 def _find(target: Target, text: str, old: str, new: str, replace_all: bool) -> tuple[str, str, int]:

@@ -78,7 +78,7 @@ class GlobTool:
         except re.error as exc:
             raise ToolError(f"invalid arguments: pattern {pattern!r} is not a valid glob") from exc
         where = os.path.join(given or "", base) if base else (given or ".")
-        target = resolve(self.workspace.root, where, "path")
+        target = resolve(self.workspace, where, "path")
         depth = None if "**" in rest else rest.count("/")
 
         def matches(relative: str, name: str) -> bool:
@@ -99,7 +99,7 @@ class GlobTool:
         summary = pattern if given is None else f"{pattern} in {given}"
         if not target.inside:
             summary += f" (outside the working directory: {target.real})"
-        return Invocation(Access("read", target.outside), summary, _runner(work))
+        return Invocation(_access(target), _guarded(summary, target), _runner(work))
 
 
 def _glob_result(found: list[tuple[int, str]], pattern: str, target: Target, walk: Walk) -> str:
@@ -122,7 +122,7 @@ def _mtime(walk: Walk, entry: os.DirEntry[str]) -> int | None:
     """When the file last changed; None for a symlink that leads to a directory or nowhere."""
     try:
         if entry.is_symlink():
-            if not walk.leads_inside(entry):  # listed by its name: nothing outside is looked at
+            if walk.barrier(entry) is not None:  # listed by its name; where it leads is not seen
                 return entry.stat(follow_symlinks=False).st_mtime_ns
             status = entry.stat()
             return status.st_mtime_ns if stat.S_ISREG(status.st_mode) else None
@@ -175,7 +175,7 @@ class GrepTool:
             return name_filter is None or name_filter(relative if by_path else name) is not None
 
         needle = literal_prefix(pattern).encode("utf-8", "surrogatepass")
-        target = resolve_path(self.workspace.root, arguments, "path", default=".")
+        target = resolve_path(self.workspace, arguments, "path", default=".")
 
         def work(stop: threading.Event) -> str:
             walk, prefix, one_file = _begin(self.workspace, target, stop, "search", True)
@@ -190,15 +190,24 @@ class GrepTool:
                 for relative, entry in walk.files(target.real, rules, want=choose):
                     if stop.is_set():  # cancelled: the answer is no longer awaited
                         break
-                    if entry.is_symlink() and not walk.leads_inside(entry):
-                        walk.symlinks_out += 1
+                    if entry.is_symlink() and (why := walk.barrier(entry)) is not None:
+                        walk.skip(why, prefix + relative)
                         continue
                     if _search(entry.path, regex, needle, prefix + relative, found, walk):
                         break
             return _grep_result(found, pattern, target, walk)
 
         summary = f"/{pattern}/ in {target.summary}" + (f" ({files})" if files else "")
-        return Invocation(Access("read", target.outside), summary, _runner(work))
+        return Invocation(_access(target), _guarded(summary, target), _runner(work))
+
+
+def _access(target: Target) -> Access:
+    """A walk from ``target``: in a credential location, it needs a yes each time."""
+    return Access("read", target.outside, protected=target.guarded(writing=False))
+
+
+def _guarded(summary: str, target: Target) -> str:
+    return f"{summary} (credentials: {target.credentials})" if target.credentials else summary
 
 
 def _grep_result(found: list[str], pattern: str, target: Target, walk: Walk) -> str:
@@ -356,7 +365,8 @@ def _begin(
     """The walk for ``target``, the prefix of the paths it shows, and whether ``target`` is one
     file (only when ``files_too``; else a file is a ToolError, as is anything not found)."""
     root = str(workspace.root)
-    walk = Walk(stop, (root,) if target.inside else (root, target.real))
+    allowed = (root,) if target.inside else (root, target.real)
+    walk = Walk(stop, allowed, workspace.credentials)
     try:
         status = os.stat(target.real)
     except OSError as exc:

@@ -10,12 +10,17 @@ leave out:
   ``.git/info/exclude``. A search directory that is itself ignored was asked for by name: the
   rules above it are dropped. Git's global excludes file is not read.
 - Symlinks to directories are not followed (no loops, no escapes). A symlink to a file is
-  yielded; :meth:`Walk.leads_inside` says whether it may be read through (only into the
-  working directory, or into the search directory when that is outside and was approved).
+  yielded; :meth:`Walk.barrier` says whether it may be read through (only into the working
+  directory, or into the search directory when that is outside and was approved; never into a
+  credential location or dsh's own process files).
+- Credential locations (``~/.ssh``, ``DSH_HOME``, ... of :mod:`.trust`) and dsh's own
+  ``/proc/<pid>`` are stepped around (SPEC 10.4): a walk over ``~`` or ``/`` never enters them.
+  One asked for by name, approved by a person, is walked.
 - FIFOs, sockets and devices are never yielded, so never opened.
 
-Nothing is left out silently: :meth:`Walk.notes` counts what could not be read and the symlinks
-not followed, for the result. A walk stops between directories once its ``stop`` is set.
+Nothing is left out silently: :meth:`Walk.notes` counts what could not be read, the symlinks
+not followed and the places stepped around, for the result. A walk stops between directories
+once its ``stop`` is set.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ import os
 import re
 import stat
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .paths import counted, is_within, list_name
+from .paths import counted, is_within, list_name, real_path
+from .trust import Credentials, own_process_reason
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -155,10 +162,16 @@ class Walk:
     allowed: tuple[str, ...]
     """Where a symlink may lead for its file to be read: the working directory, and the search
     directory when that is outside."""
+    credentials: Credentials | None = None
+    """Where the walk never goes (None: anywhere it may)."""
     unreadable: list[str] = field(default_factory=list)
     """Directories that could not be listed, and files that could not be read."""
     symlinks_out: int = 0
     binary: int = 0
+    fenced: list[str] = field(default_factory=list)
+    """Credential locations stepped around, as shown (``~/.ssh``), once per place."""
+    own_process: list[str] = field(default_factory=list)
+    """dsh's own ``/proc`` files stepped around."""
 
     def files(
         self,
@@ -189,10 +202,14 @@ class Walk:
             if any(e.name == ".gitignore" for e in entries):
                 rule = _load_rules(directory)
                 rules = (*rules, rule) if rule is not None else rules
+            fences = self._fences(directory)
             below: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = []
             for entry in entries:
                 name = entry.name
                 if name == ".git":
+                    continue
+                if fences and name in fences:
+                    self._step_around(fences[name], entry.path)
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     if (depth is None or level < depth) and not (
@@ -207,10 +224,37 @@ class Walk:
                         yield path, entry
             pending.extend(reversed(below))
 
-    def leads_inside(self, entry: os.DirEntry[str]) -> bool:
-        """Whether the file a symlink leads to may be read."""
-        real = os.path.realpath(entry.path)
-        return any(is_within(real, allowed) for allowed in self.allowed)
+    def _fences(self, directory: str) -> dict[str, str]:
+        """What not to enter in ``directory``, by name: credentials, dsh's own process."""
+        fences = self.credentials.within(directory) if self.credentials is not None else {}
+        if directory == "/proc":
+            return {**fences, str(os.getpid()): _OWN_PROCESS}
+        return fences
+
+    def _step_around(self, why: str, path: str) -> None:
+        if why == _OWN_PROCESS:
+            self.own_process.append(path)
+        else:
+            self.fenced.append(why)
+
+    def barrier(self, entry: os.DirEntry[str]) -> str | None:
+        """Why the file a symlink leads to may not be read (None: it may): it leads outside
+        (``"outside"``), or into a credential location or dsh's own process (counted, as
+        :meth:`skip` does)."""
+        real, passed = real_path(entry.path)
+        if any(own_process_reason(step) is not None for step in passed):
+            return _OWN_PROCESS
+        credentials = self.credentials.reason(real) if self.credentials is not None else None
+        if credentials is not None:
+            return credentials
+        return None if any(is_within(real, allowed) for allowed in self.allowed) else "outside"
+
+    def skip(self, why: str, path: str) -> None:
+        """Count a symlink that :meth:`barrier` stopped, for :meth:`notes`."""
+        if why == "outside":
+            self.symlinks_out += 1
+        else:
+            self._step_around(why, path)
 
     def notes(self) -> list[str]:
         notes = []
@@ -218,11 +262,20 @@ class Walk:
             notes.append(counted(self.binary, "binary file"))
         if self.symlinks_out:
             notes.append(counted(self.symlinks_out, "symlink") + " leading outside")
+        if self.fenced:
+            places = Counter(self.fenced)
+            shown = ", ".join(p if n == 1 else f"{p} ({n:,})" for p, n in places.items())
+            notes.append(f"credentials, never searched: {shown}")
+        if self.own_process:
+            notes.append(f"dsh's own process files: {', '.join(self.own_process)}")
         if self.unreadable:
             shown = ", ".join(list_name(d) for d in self.unreadable[:5])
             more = ", ..." if len(self.unreadable) > 5 else ""
             notes.append(f"{len(self.unreadable):,} unreadable: {shown}{more}")
         return [f"[skipped: {'; '.join(notes)}]"] if notes else []
+
+
+_OWN_PROCESS = "dsh's own process"
 
 
 _NAME = operator.attrgetter("name")
