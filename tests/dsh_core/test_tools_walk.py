@@ -8,7 +8,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from dsh_core.tools.walk import Walk, glob_regex
+from dsh_core.tools.walk import Walk, glob_regex, glob_test
 from tests.dsh_core.test_tools_builtin import Tools, tools
 from tests.dsh_core.test_tools_read import as_nobody
 from tests.dsh_core.test_tools_search import make
@@ -19,6 +19,8 @@ __all__ = ["tools"]
 def test_glob_regex() -> None:
     cases = {
         "*.py": (["a.py", ".hidden.py"], ["d/a.py", "a.pyc"]),
+        "*": (["a", ".x"], ["d/a"]),
+        "**/*": (["a", "d/e/a"], []),
         "**/*.py": (["a.py", "d/a.py", "d/e/a.py"], ["a.pyc"]),
         "**": (["a", "d/e/f"], []),
         "d/**": (["d/a", "d/e/f"], ["d", "x/a"]),
@@ -35,11 +37,11 @@ def test_glob_regex() -> None:
         "(x).py": (["(x).py"], ["x.py"]),
     }
     for pattern, (matching, other) in cases.items():
-        regex = glob_regex(pattern)
+        regex, test = glob_regex(pattern), glob_test(pattern)  # a suffix test for "*.py"
         for path in matching:
-            assert regex.fullmatch(path), (pattern, path)
+            assert regex.fullmatch(path) and test(path), (pattern, path)
         for path in other:
-            assert not regex.fullmatch(path), (pattern, path)
+            assert not regex.fullmatch(path) and not test(path), (pattern, path)
 
 
 def test_dot_git_and_gitignored_files_are_skipped(tools: Tools) -> None:
