@@ -7,9 +7,10 @@ a ``.gitignore`` that ignores about 2% of them) in a temporary directory, then t
 after round and interleaved (the machine is shared and noisy, so only ratios in one run mean
 much), with the page cache warm:
 
-- ``grep`` (the tool: prepare and run, as the loop calls it) against ``grep -rnE`` on the same
-  tree, for a pattern with about 100 matching lines and for one with none;
-- ``glob **/*.py`` against ``find -name '*.py' -type f``;
+- ``grep`` (the tool: prepare and run, as the loop calls it; RE2) against ``grep -rnE`` on the
+  same tree, for a pattern with about 100 matching lines and for one with none (goal: at
+  most 1.5x);
+- ``glob **/*.py`` against ``find -name '*.py' -type f`` (goal: at most 2x);
 - ``read`` of a 50 KiB file, per call.
 
 The commands also search the ignored files (2% more work); the tools also sort, stat and skip.
@@ -164,7 +165,8 @@ def main() -> None:
         print(f"{name:28} {median[name] * 1e3:10.1f} {best[name] * 1e3:10.1f}")
     print()
     for name, ratio in ratios.items():
-        print(f"ratio {name:22} {ratio:5.2f}x  (goal: within 2x)")
+        goal = "2x" if name.startswith("glob") else "1.5x"
+        print(f"ratio {name:22} {ratio:5.2f}x  (goal: within {goal})")
     print(f"read of a 50 KiB file: {read_ms:.2f} ms median, {p95:.2f} ms p95 (goal: under 5 ms)")
 
 

@@ -14,14 +14,13 @@ stderr (they are raw pattern text): the ToolError carries them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import re2
 
 from .base import ToolError
 
-__all__ = ["LinearRegex", "any_match", "linear_regex", "literal"]
+__all__ = ["LinearRegex", "linear_regex", "literal"]
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the message comes back in the exception instead
@@ -81,15 +80,3 @@ def _hint(reason: str) -> str:
     if reason.startswith("invalid perl operator: ") and reason.endswith(_LOOKAROUND):
         return " (RE2 has no lookahead or lookbehind)"
     return ""
-
-
-def any_match(regexes: Sequence[str]) -> Callable[[str], object]:
-    """One search for "does any of ``regexes`` match?" (an RE2 set): a callable that answers
-    None when none does. The regexes come from a library that made them (pathspec), so they
-    compile; one that does not raises ``re2.error``."""
-    regex_set = re2.Set.SearchSet(_OPTIONS)
-    for regex in regexes:
-        regex_set.Add(regex)
-    regex_set.Compile()
-    match: Callable[[str], object] = regex_set.Match
-    return match

@@ -231,9 +231,9 @@ def _search(
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             return False
-        # Not read(_CHUNK) for a small file: that allocates (and frees) 8 MiB each time. At
-        # least SNIFF_BYTES: a /proc file says it is empty, and is not.
-        data = os.read(fd, min(_CHUNK, max(status.st_size + 1, SNIFF_BYTES)))
+        # Not read(_CHUNK) for a small file: that allocates (and frees) 8 MiB each time. A
+        # /proc file says it is empty, and is not: SNIFF_BYTES of it, for the NUL test.
+        data = os.read(fd, min(_CHUNK, status.st_size + 1 if status.st_size else SNIFF_BYTES))
         if data.find(b"\0", 0, SNIFF_BYTES) >= 0:
             walk.binary += 1
             return False
@@ -242,7 +242,8 @@ def _search(
             return False
         name = ""
         line = 1
-        for piece, last in _pieces(fd, data, whole=whole):
+        pieces = ((data, True),) if whole else _pieces(fd, data)  # most files: one piece
+        for piece, last in pieces:
             if walk.stop.is_set():
                 return True
             for number, shown_line in _matching_lines(regex, piece, line):
@@ -259,12 +260,9 @@ def _search(
     return False
 
 
-def _pieces(fd: int, data: bytes, *, whole: bool) -> Iterator[tuple[bytes, bool]]:
+def _pieces(fd: int, data: bytes) -> Iterator[tuple[bytes, bool]]:
     """The file in pieces of about :data:`_CHUNK` bytes, each ending at a line end, starting
-    with ``data`` (read already; ``whole`` when it is all), each with whether it is the last."""
-    if whole:  # most files: one piece
-        yield data, True
-        return
+    with ``data`` (read already, not all of it), each with whether it is the last."""
     carry = data
     while True:
         block = read_up_to(fd, _CHUNK)

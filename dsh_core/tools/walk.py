@@ -30,12 +30,13 @@ import os
 import re
 import stat
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .linear import LinearRegex, any_match, linear_regex, literal
+from .linear import LinearRegex, linear_regex, literal
 from .paths import counted, is_within, list_name, real_path
 from .trust import Credentials, own_process_reason
 
@@ -56,27 +57,66 @@ class IgnoreRules:
     """Characters to drop from an absolute path to get the path relative to its directory."""
     spec: GitIgnoreSpec
     """Matched by pathspec's RE2 backend: which pattern wins, in linear time."""
-    any_match: Callable[[str], object]
-    """One RE2 pass for "does any pattern match?" (None when none does): most paths match
-    none, and that answer costs a third of what pathspec's full check does."""
+    any_line: LinearRegex
+    """All the patterns as one RE2 regex over lines (``(?m)``): one search finds the few
+    names of a directory that any pattern may match; pathspec decides only for those."""
 
     @classmethod
     def of(cls, directory: str, spec: GitIgnoreSpec) -> IgnoreRules:
         cut = len(directory) + (0 if directory.endswith("/") else 1)
-        regexes = [str(p.regex.pattern) for p in spec.patterns if p.regex is not None]
-        return cls(cut, spec, any_match(regexes))
+        regexes = [
+            f"(?:{_NAMED_GROUP.sub('(?:', str(p.regex.pattern))})"
+            for p in spec.patterns
+            if p.regex is not None
+        ]
+        return cls(cut, spec, linear_regex("|".join(regexes), ".gitignore", multiline=True))
+
+    def candidates(self, base: str, names: list[str]) -> Iterator[int]:
+        """The indexes of ``names`` (in the directory ``base``, relative to this file's
+        directory: "" or ending in ``/``) that a pattern may match: every one that does, and
+        maybe a few more.
+
+        The paths are searched as the lines of one text, one search for a directory rather
+        than one per name. Each pattern starts with ``^``, so a match starts at a line's
+        start; one that runs on into the next lines (``[^/]*`` crosses a line end) marks its
+        first line only, and the search goes on from the next line, so it cannot hide a
+        line's own match.
+        """
+        text = base + f"\n{base}".join(names)
+        if text.count("\n") != len(names) - 1:  # a name with a line break: check them all
+            yield from range(len(names))
+            return
+        data = text.encode("utf-8", "surrogateescape")
+        index = position = 0
+        while (span := self.any_line.search(data, position)) is not None:
+            index += data.count(b"\n", position, span[0])
+            yield index
+            position = data.find(b"\n", span[0]) + 1
+            if position == 0:
+                return
+            index += 1
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+"""pathspec names a group in each pattern: in one alternation the names would clash."""
+
+
+def _ignored_in(rules: tuple[IgnoreRules, ...], directory: str, names: list[str]) -> list[bool]:
+    """Whether the rules ignore each of ``names`` in ``directory`` (a directory's name ends
+    with ``/``). The deepest file with an opinion decides; ``!pattern`` is an opinion too."""
+    decided: list[bool | None] = [None] * len(names)
+    for rule in reversed(rules):
+        below = directory[rule.cut :]
+        base = below + "/" if below else ""
+        for index in rule.candidates(base, names):
+            if decided[index] is None:
+                decided[index] = rule.spec.check_file(base + names[index]).include
+    return [verdict is True for verdict in decided]
 
 
 def _ignored(rules: tuple[IgnoreRules, ...], path: str, is_dir: bool) -> bool:
-    # The deepest file with an opinion decides; "!pattern" is an opinion too (include=False).
-    for rule in reversed(rules):
-        relative = path[rule.cut :] + "/" if is_dir else path[rule.cut :]
-        if rule.any_match(relative) is None:
-            continue
-        result = rule.spec.check_file(relative)
-        if result.include is not None:
-            return result.include
-    return False
+    directory, name = os.path.split(path)
+    return _ignored_in(rules, directory, [name + "/" if is_dir else name])[0]
 
 
 def _load_rules(
@@ -104,8 +144,10 @@ def _load_rules(
     from pathspec import GitIgnoreSpec  # only a search needs it: about 7 ms at startup
 
     try:
-        # RE2, by name: a backtracking backend takes hours over "a*a*a*...b" (SPEC 10.7).
-        spec = GitIgnoreSpec.from_lines(lines, backend="re2")
+        with warnings.catch_warnings():  # re's "possible nested set", about a future Python
+            warnings.simplefilter("ignore", FutureWarning)
+            # RE2, by name: a backtracking backend takes hours over "a*a*...b" (SPEC 10.7).
+            spec = GitIgnoreSpec.from_lines(lines, backend="re2")
         return IgnoreRules.of(base or directory, spec) if spec.patterns else None
     except Exception:  # a line pathspec or RE2 cannot read: the file ignores nothing
         return None
@@ -188,11 +230,10 @@ class Walk:
             except OSError:
                 self.unreadable.append(relative or ".")
                 continue
-            if any(e.name == ".gitignore" for e in entries):
-                rule = _load_rules(directory)
-                rules = (*rules, rule) if rule is not None else rules
             fences = self._fences(directory)
-            below: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = []
+            files: list[tuple[str, os.DirEntry[str]]] = []
+            below: list[os.DirEntry[str]] = []
+            has_rules = False
             for entry in entries:
                 name = entry.name
                 if name == ".git":
@@ -201,17 +242,26 @@ class Walk:
                     self._step_around(fences[name], entry.path)
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    if (depth is None or level < depth) and not (
-                        rules and _ignored(rules, entry.path, True)
-                    ):
-                        below.append((entry.path, f"{relative}{name}/", rules, level + 1))
+                    if depth is None or level < depth:
+                        below.append(entry)
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                    has_rules = has_rules or name == ".gitignore"
                     path = relative + name
-                    if want is not None and not want(path, name):
-                        continue
-                    if not (rules and _ignored(rules, entry.path, False)):
-                        yield path, entry
-            pending.extend(reversed(below))
+                    if want is None or want(path, name):
+                        files.append((path, entry))
+            if has_rules and (rule := _load_rules(directory)) is not None:
+                rules = (*rules, rule)
+            if rules:  # one search over the directory's names, not one per name
+                names = [entry.name for _, entry in files] + [e.name + "/" for e in below]
+                ignored = _ignored_in(rules, directory, names)
+                count = len(files)
+                files = [f for f, out in zip(files, ignored[:count], strict=True) if not out]
+                below = [e for e, out in zip(below, ignored[count:], strict=True) if not out]
+            yield from files
+            pending.extend(
+                (entry.path, f"{relative}{entry.name}/", rules, level + 1)
+                for entry in reversed(below)
+            )
 
     def _fences(self, directory: str) -> dict[str, str]:
         """What not to enter in ``directory``, by name: credentials, dsh's own process."""
