@@ -2,12 +2,13 @@
 
 Each attack runs the real ``dsh`` against a stub server of its own that plays a hostile model: the
 test queues the tool calls it asks for (:func:`attack`), then checks what dsh did. On a pipe the
-run goes to its end (:func:`run_dsh`); on a terminal, :func:`spawn_terminal` gives a pexpect
-session (``TERM=dumb``). ``HOME`` is a directory of the test's own, so ``~/.ssh`` or ``~/.bashrc``
-is a file the test planted, never the developer's.
+run goes to its end (:func:`run_dsh`); on a terminal, ``term`` is a pexpect session
+(``TERM=dumb``). ``HOME`` is a directory of the test's own, so ``~/.ssh`` or ``~/.bashrc`` is a
+file the test planted, never the developer's.
 
-The helpers that read a run's session log and stderr are the agent tests' own
-(tests/dsh_stdio/test_agent_pipe.py, test_agent_terminal.py): one reader, not a copy.
+The fixtures and helpers that start dsh and read what it left are the agent tests' own
+(tests/dsh_stdio/test_agent_pipe.py, test_agent_terminal.py: ``stub``, ``workdir``, ``term``,
+the log readers): one of each, not a copy. This module adds the child's ``HOME``.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from tests.dsh_stdio.test_agent_pipe import (
     read_events,
     run_dsh,
     start_dsh,
+    stub,
     tool_lines,
 )
-from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
+from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal, term, workdir
 from tests.support import DSH, child_env
 
 __all__ = [
@@ -54,18 +56,11 @@ __all__ = [
     "spawn_terminal",
     "start_dsh",
     "stub",
-    "terminal",
+    "term",
     "tool_lines",
     "user_home",
-    "work",
+    "workdir",
 ]
-
-
-@pytest.fixture
-def stub() -> Iterator[StubServer]:
-    """A stub server for this test alone (its own queue and request list)."""
-    with StubServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -79,15 +74,6 @@ def user_home(tmp_path: Path) -> Path:
     """``HOME`` for the child: the test plants ``.ssh``, ``.bashrc`` and friends here."""
     path = tmp_path / "user"
     path.mkdir()
-    return path
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """The working directory, holding ``demo.txt``."""
-    path = tmp_path / "work"
-    path.mkdir()
-    (path / "demo.txt").write_text("Hello\n")
     return path
 
 
@@ -109,17 +95,6 @@ def results(home: Path) -> list[dict[str, Any]]:
 
 def requests_valid(stub: StubServer) -> bool:
     return all(validate_request(request) is None for request in stub.requests)
-
-
-@pytest.fixture
-def terminal(dsh_env: dict[str, str], home: Path, work: Path) -> Iterator[Terminal]:
-    """dsh on a pseudo-terminal in ``work``; closed at the end whatever happened."""
-    session = spawn_terminal(DSH, dsh_env, work, home)
-    try:
-        yield session
-    finally:
-        if session.child.isalive():
-            session.child.close(force=True)
 
 
 def asked_line(session: Terminal, tool: str) -> str:

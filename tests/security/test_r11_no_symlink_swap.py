@@ -31,12 +31,12 @@ from tests.security._support_toolrules import (
     results,
     run_dsh,
     stub,
-    terminal,
+    term,
     user_home,
-    work,
+    workdir,
 )
 
-__all__ = ["dsh_env", "home", "stub", "terminal", "user_home", "work"]
+__all__ = ["dsh_env", "home", "stub", "term", "user_home", "workdir"]
 
 
 def swap_for_symlink(directory: Path, target: Path) -> None:
@@ -52,44 +52,35 @@ def outside(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize(
+    "path", ["docs/new.md", "docs/pkg/deep/mod.py"], ids=["new file", "new directories"]
+)
 def test_a_directory_swapped_for_a_symlink_after_the_check_is_not_followed(
-    work: Path, outside: Path, tmp_path: Path
+    workdir: Path, outside: Path, tmp_path: Path, path: str
 ) -> None:
-    (work / "docs").mkdir()
-    write = WriteTool(Workspace.at(work, tmp_path / "out"))
-    invocation = write.prepare({"file_path": "docs/new.md", "content": "planted\n"})
+    (workdir / "docs").mkdir()
+    write = WriteTool(Workspace.at(workdir, tmp_path / "out"))
+    invocation = write.prepare({"file_path": path, "content": "planted\n"})
     assert invocation.access.outside == ()  # checked: inside
-    swap_for_symlink(work / "docs", outside)
-    with pytest.raises(ToolError, match="symlink"):
-        complete(invocation)
-    assert list(outside.iterdir()) == []
-
-
-def test_a_parent_swapped_for_a_symlink_does_not_get_new_directories_outside(
-    work: Path, outside: Path, tmp_path: Path
-) -> None:
-    (work / "src").mkdir()
-    write = WriteTool(Workspace.at(work, tmp_path / "out"))
-    invocation = write.prepare({"file_path": "src/pkg/deep/mod.py", "content": "x = 1\n"})
-    swap_for_symlink(work / "src", outside)
+    swap_for_symlink(workdir / "docs", outside)
     with pytest.raises(ToolError, match="symlink"):
         complete(invocation)
     assert list(outside.iterdir()) == []
 
 
 def test_an_edited_file_swapped_for_a_symlink_is_not_written_through(
-    work: Path, outside: Path, tmp_path: Path
+    workdir: Path, outside: Path, tmp_path: Path
 ) -> None:
     victim = outside / "victim.txt"
     victim.write_text("old\n")
-    (work / "notes").mkdir()
-    (work / "notes" / "a.txt").write_text("old\n")
-    workspace = Workspace.at(work, tmp_path / "out")
+    (workdir / "notes").mkdir()
+    (workdir / "notes" / "a.txt").write_text("old\n")
+    workspace = Workspace.at(workdir, tmp_path / "out")
     complete(ReadTool(workspace).prepare({"file_path": "notes/a.txt"}))
     edit = EditTool(workspace).prepare(
         {"file_path": "notes/a.txt", "old_string": "old", "new_string": "new"}
     )
-    swap_for_symlink(work / "notes", outside)
+    swap_for_symlink(workdir / "notes", outside)
     (outside / "a.txt").hardlink_to(victim)  # same name, another file
     with pytest.raises(ToolError):
         complete(edit)
@@ -98,20 +89,20 @@ def test_an_edited_file_swapped_for_a_symlink_is_not_written_through(
 
 @pytest.mark.slow
 def test_a_hard_link_to_a_file_outside_is_not_edited_under_allow_write(
-    dsh_env: dict[str, str], home: Path, work: Path, outside: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, workdir: Path, outside: Path, stub: StubServer
 ) -> None:
     secret = outside / "authorized_keys"
     secret.write_text("ssh-ed25519 AAAA user\n")
-    os.link(secret, work / "keys.txt")
+    os.link(secret, workdir / "keys.txt")
     attack(
         stub,
         ("read", {"file_path": "keys.txt"}),
         ("edit", {"file_path": "keys.txt", "old_string": "user", "new_string": "attacker"}),
         ("write", {"file_path": "keys.txt", "content": "ssh-ed25519 BBBB attacker\n"}),
     )
-    run = run_dsh(dsh_env, work, "--allow", "write", stdin="fix the keys\n")
+    run = run_dsh(dsh_env, workdir, "--allow", "write", stdin="fix the keys\n")
     assert run.returncode == 0, run.stderr
-    assert os.stat(work / "keys.txt").st_ino == secret.stat().st_ino  # still one file, unchanged
+    assert os.stat(workdir / "keys.txt").st_ino == secret.stat().st_ino  # still one file, unchanged
     assert secret.read_text() == "ssh-ed25519 AAAA user\n"
     _, edit, write = results(home)
     for refused in (edit, write):
@@ -120,16 +111,16 @@ def test_a_hard_link_to_a_file_outside_is_not_edited_under_allow_write(
 
 @pytest.mark.slow
 def test_a_directory_swapped_while_the_question_waits_is_not_followed(
-    terminal: Terminal, stub: StubServer, work: Path, outside: Path
+    term: Terminal, stub: StubServer, workdir: Path, outside: Path
 ) -> None:
-    (work / "docs").mkdir()
+    (workdir / "docs").mkdir()
     attack(stub, ("write", {"file_path": "docs/new.md", "content": "planted\n"}))
-    terminal.send_turn("write the docs")
-    asked_line(terminal, "write")  # checked: the question is on screen
-    swap_for_symlink(work / "docs", outside)
-    terminal.keys("y\r")
-    terminal.child.expect(r"\[tool failed write\][^\r\n]*symlink")
-    terminal.child.expect_exact("Tool results: [write] Error:")
-    assert terminal.leave() == 0
+    term.send_turn("write the docs")
+    asked_line(term, "write")  # checked: the question is on screen
+    swap_for_symlink(workdir / "docs", outside)
+    term.keys("y\r")
+    term.child.expect(r"\[tool failed write\][^\r\n]*symlink")
+    term.child.expect_exact("Tool results: [write] Error:")
+    assert term.leave() == 0
     assert list(outside.iterdir()) == []
-    assert terminal.decisions() == ["allowed"]
+    assert term.decisions() == ["allowed"]
