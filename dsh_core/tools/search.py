@@ -75,13 +75,10 @@ class GlobTool:
                 f"invalid arguments: pattern {pattern!r} names no files; "
                 f"add a file pattern, e.g. {pattern.rstrip('/')}/**/*"
             )
-        fullmatch = glob_test(rest)
+        matches = glob_test(rest)
         where = os.path.join(given or "", base) if base else (given or ".")
         target = resolve(self.workspace, where, "path")
         depth = None if "**" in rest else rest.count("/")
-
-        def matches(relative: str, name: str) -> bool:
-            return fullmatch(relative)
 
         def work(stop: threading.Event) -> str:
             walk, prefix, _ = _begin(self.workspace, target, stop, "glob in")
@@ -163,8 +160,9 @@ class GrepTool:
         name_filter = None if files is None else glob_test(files, "glob")
         by_path = files is not None and "/" in files
 
-        def wanted(relative: str, name: str) -> bool:
-            return name_filter is None or name_filter(relative if by_path else name)
+        def wanted(relative: str) -> bool:
+            assert name_filter is not None
+            return name_filter(relative if by_path else relative.rpartition("/")[2])
 
         target = resolve_path(self.workspace, arguments, "path", default=".")
 
@@ -173,7 +171,7 @@ class GrepTool:
             found: list[str] = []
             if one_file:  # named by the call: searched even if ignored
                 name = os.path.basename(target.real)
-                if wanted(name, name):
+                if name_filter is None or wanted(name):
                     _search(target.real, regex, needle, target.shown, found, walk)
             else:
                 rules = rules_above(target.real, str(self.workspace.root))

@@ -101,22 +101,25 @@ _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 """pathspec names a group in each pattern: in one alternation the names would clash."""
 
 
-def _ignored_in(rules: tuple[IgnoreRules, ...], directory: str, names: list[str]) -> list[bool]:
-    """Whether the rules ignore each of ``names`` in ``directory`` (a directory's name ends
-    with ``/``). The deepest file with an opinion decides; ``!pattern`` is an opinion too."""
-    decided: list[bool | None] = [None] * len(names)
+def _ignored_in(rules: tuple[IgnoreRules, ...], directory: str, names: list[str]) -> set[int]:
+    """The indexes of ``names`` in ``directory`` that the rules ignore (a directory's name
+    ends with ``/``); mostly none. The deepest file with an opinion decides; ``!pattern`` is
+    an opinion too."""
+    decided: dict[int, bool] = {}
     for rule in reversed(rules):
         below = directory[rule.cut :]
         base = below + "/" if below else ""
         for index in rule.candidates(base, names):
-            if decided[index] is None:
-                decided[index] = rule.spec.check_file(base + names[index]).include
-    return [verdict is True for verdict in decided]
+            if index not in decided:
+                verdict = rule.spec.check_file(base + names[index]).include
+                if verdict is not None:
+                    decided[index] = verdict
+    return {index for index, verdict in decided.items() if verdict}
 
 
 def _ignored(rules: tuple[IgnoreRules, ...], path: str, is_dir: bool) -> bool:
     directory, name = os.path.split(path)
-    return _ignored_in(rules, directory, [name + "/" if is_dir else name])[0]
+    return bool(_ignored_in(rules, directory, [name + "/" if is_dir else name]))
 
 
 def _load_rules(
@@ -211,12 +214,12 @@ class Walk:
         depth: int | None = None,
         *,
         ordered: bool = True,
-        want: Callable[[str, str], object] | None = None,
+        want: Callable[[str], object] | None = None,
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """(path relative to ``start``, entry) of each file not ignored; in name order (files
         of a directory before its subdirectories) when ``ordered``.
 
-        ``want(relative, name)`` picks files before the ignore rules are asked (it is cheaper);
+        ``want(relative)`` picks files before the ignore rules are asked (it is cheaper);
         ``depth`` is how many levels below ``start`` to go (None: all).
         """
         pending: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = [(start, "", rules, 0)]
@@ -247,16 +250,16 @@ class Walk:
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                     has_rules = has_rules or name == ".gitignore"
                     path = relative + name
-                    if want is None or want(path, name):
+                    if want is None or want(path):
                         files.append((path, entry))
             if has_rules and (rule := _load_rules(directory)) is not None:
                 rules = (*rules, rule)
             if rules:  # one search over the directory's names, not one per name
                 names = [entry.name for _, entry in files] + [e.name + "/" for e in below]
-                ignored = _ignored_in(rules, directory, names)
-                count = len(files)
-                files = [f for f, out in zip(files, ignored[:count], strict=True) if not out]
-                below = [e for e, out in zip(below, ignored[count:], strict=True) if not out]
+                if ignored := _ignored_in(rules, directory, names):
+                    count = len(files)
+                    files = [f for n, f in enumerate(files) if n not in ignored]
+                    below = [e for n, e in enumerate(below, count) if n not in ignored]
             yield from files
             pending.extend(
                 (entry.path, f"{relative}{entry.name}/", rules, level + 1)
