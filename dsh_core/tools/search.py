@@ -89,7 +89,7 @@ class GlobTool:
             for relative, entry in wanted:
                 mtime = _mtime(walk, entry)
                 if mtime is not None:
-                    found.append((mtime, prefix + relative))
+                    found.append((-mtime, prefix + relative))  # newest first, then by name
             return _glob_result(found, pattern, target, walk)
 
         summary = pattern if given is None else f"{pattern} in {given}"
@@ -99,12 +99,13 @@ class GlobTool:
 
 
 def _glob_result(found: list[tuple[int, str]], pattern: str, target: Target, walk: Walk) -> str:
+    """``found``: (minus the mtime, path) of each match."""
     if not found:
         lines = [f"no files match {pattern} in {target.shown}"]
         if "/" not in pattern and "**" not in pattern:
             lines[0] += f" (* stays in one directory: **/{pattern} matches at any depth)"
         return "\n".join(lines + walk.notes())
-    newest = heapq.nsmallest(MAX_GLOB_PATHS, found, key=lambda f: (-f[0], f[1]))
+    newest = heapq.nsmallest(MAX_GLOB_PATHS, found)
     lines = [list_name(path) for _, path in newest]
     if len(found) > len(newest):
         lines.append(
