@@ -43,7 +43,7 @@ def build(store: SessionStore, turns: int) -> str:
             log.append(TurnStart(turn, "deepseek-v4-flash"))
             log.append(UserText(turn, f"{turn}: {USER}"))
             log.append(AssistantStep(turn, 1, ANSWER))
-            log.append(StepUsage(turn, 1, 1000 + turn, 300, 900, 0))
+            log.append(StepUsage(turn, 1, Usage(1000 + turn, 300, 900, 0)))
             log.append(TurnEnd(turn, "completed"))
         return log.id
 

@@ -30,12 +30,13 @@ from dsh_core.events import (
     Record,
     StepUsage,
     SystemPrompt,
+    ToolOutput,
     ToolResult,
     TurnEnd,
     TurnStart,
     UserText,
 )
-from dsh_core.llm import ToolCall
+from dsh_core.llm import ToolCall, Usage
 from dsh_core.session import SessionStore
 from dsh_stdio.sessions import print_listing
 
@@ -49,7 +50,7 @@ def turn(number: int, user: str = USER) -> list[Record]:
         TurnStart(number, "deepseek-v4-flash"),
         UserText(number, f"{number}: {user}"),
         AssistantStep(number, 1, ANSWER),
-        StepUsage(number, 1, 1000 + number, 300, 900, 0),
+        StepUsage(number, 1, Usage(1000 + number, 300, 900, 0)),
         TurnEnd(number, "completed"),
     ]
 
@@ -60,7 +61,7 @@ def open_tool_turn(number: int) -> list[Record]:
         TurnStart(number, "deepseek-v4-flash"),
         UserText(number, "run the tests"),
         AssistantStep(number, 1, "Running them.", tool_calls=calls),
-        *(ToolResult(number, 1, call.id, False, "x" * 30_000, exit_code=0) for call in calls),
+        *(ToolResult(number, 1, call.id, ToolOutput("x" * 30_000, exit_code=0)) for call in calls),
     ]
 
 

@@ -44,8 +44,7 @@ from .tools import Tool as Tool
 from .tools import Toolbox as Toolbox
 from .tools import ToolError as ToolError
 from .tools import ToolOutput as ToolOutput
-
-__version__ = "0.2.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "ApprovalPolicy",

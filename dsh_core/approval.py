@@ -15,8 +15,11 @@ or a credential (SPEC 10.2, 10.4)
 
 ``--allow`` grants without asking, but never the rows that say "every time": ``--allow write``
 covers the working directory only (SPEC 10.3), and a protected path or a credential needs a
-person's yes for each call. An answer ``always`` lasts for the rest of the session, for calls
-that stay in the working directory and touch nothing protected.
+person's yes for each call. A person's :class:`Answer` is yes, no (with a reason the model is
+told: ``Error: the user rejected tool "bash": use uv``), or always: yes for the rest of the
+session to the calls it covers, the same tool within the working directory, and for ``bash``
+only commands with the same first word (``always for "pytest ..."``; see
+:attr:`~dsh_core.tools.Access.scope`); never a call that must be asked every time.
 
 The policy never reads an answer from anywhere but its :class:`Asker`, which only a front door
 with a terminal provides: a pipe has none, so a line ``y`` on stdin can never approve a call.
@@ -39,6 +42,7 @@ __all__ = [
     "Answer",
     "ApprovalPolicy",
     "Asker",
+    "Choice",
     "Grant",
     "Question",
     "allowed",
@@ -51,8 +55,19 @@ TOOL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell"))
 """What ``--allow all`` grants: every tool, without asking. The network stays closed to a
 sandboxed command unless ``--allow network`` says so by name."""
 
-Answer = Literal["yes", "no", "always"]
-"""A person's answer: ``always`` is yes for every later call of this tool in this session."""
+Choice = Literal["yes", "no", "always"]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A person's answer to a :class:`Question`."""
+
+    choice: Choice
+    """``always`` is yes, and yes for every later call it covers in this session: the same
+    tool with the same :attr:`~dsh_core.tools.Access.scope` (for ``bash``, the same first
+    word)."""
+    reason: str = ""
+    """With ``no``: what the person wants instead, sent to the model with the refusal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +89,16 @@ class ApprovalPolicy:
     grants: frozenset[Grant] = frozenset()
     """What ``--allow`` granted without asking."""
     asker: Asker | None = None
-    """The terminal's question; None on a pipe and in one-shot mode."""
+    """The terminal's question; None when stdin is not a terminal (a pipe, a piped one-shot)."""
     sandbox_off: bool = False
     """``--sandbox off``: a command may run outside a sandbox without being asked about it."""
-    always: set[str] = field(default_factory=set)
-    """Tools the person answered ``always`` for, in this session (for calls that stay inside
-    the working directory; one that reaches outside is asked about every time)."""
+    always: set[tuple[str, str]] = field(default_factory=set)
+    """What the person answered ``always`` for in this session: a tool and the
+    :attr:`~dsh_core.tools.Access.scope` of its calls (``("bash", "pytest")``), for calls that
+    may be remembered (one that reaches outside is asked about every time)."""
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Why the person said no, by call id: what :meth:`refusal` tells the model, and what the
+    log records with the decision."""
 
     @classmethod
     def granting(cls, grants: Iterable[Grant], asker: Asker | None = None) -> ApprovalPolicy:
@@ -103,7 +122,7 @@ class ApprovalPolicy:
             return "granted-by-flag"
         # "Always" covers what stays in the working directory: a yes to reading /etc/hosts
         # is not a yes to reading ~/.ssh.
-        if call.name in self.always and access.may_remember:
+        if (call.name, access.scope) in self.always and access.may_remember:
             return "allowed-always"
         if self.asker is None:
             return "unavailable"
@@ -114,10 +133,14 @@ class ApprovalPolicy:
     ) -> ApprovalOutcome:
         assert self.asker is not None
         answer = await self.asker(Question(call, invocation))
-        if answer == "always" and remember:
-            self.always.add(call.name)
+        if answer.choice == "always" and remember:
+            self.always.add((call.name, invocation.access.scope or ""))
             return "allowed-always"
-        return "rejected" if answer == "no" else "allowed"
+        if answer.choice == "no":
+            if answer.reason:
+                self.reasons[call.id] = answer.reason
+            return "rejected"
+        return "allowed"
 
     def refusal(self, call: ToolCall, access: Access, outcome: ApprovalOutcome) -> ToolError:
         """Why a call did not run, with the way out named (SPEC section 8)."""
@@ -129,10 +152,12 @@ class ApprovalPolicy:
             else:
                 way_out = f"run with --allow {access.kind}"
             return ToolError(
-                f'tool "{call.name}" needs approval and there is no terminal to ask; {way_out}',
+                f'tool "{call.name}" needs approval and stdin is not a terminal; {way_out}',
                 TOOL_REFUSED,
             )
-        return ToolError(f'the user rejected tool "{call.name}"', TOOL_REFUSED)
+        reason = self.reasons.get(call.id)
+        said = f": {reason}" if reason else ""
+        return ToolError(f'the user rejected tool "{call.name}"{said}', TOOL_REFUSED)
 
 
 def _person_only(access: Access) -> bool:
@@ -151,7 +176,7 @@ def _needs_a_person(name: str, access: Access) -> str:
             f'tool "{name}" writes outside the working directory ({", ".join(access.outside)}); '
             "--allow write covers the working directory only"
         )
-    return f"{what}: only a person may allow that, call by call, and there is no terminal to ask"
+    return f"{what}: only a person may allow that, call by call, and stdin is not a terminal"
 
 
 def allowed(outcome: ApprovalOutcome | None) -> bool:

@@ -12,6 +12,8 @@
 The walk follows ``__cause__``, else ``__context__`` even when ``__suppress_context__`` is set:
 httpcore re-raises ``from None`` and the errno lives in that suppressed context. This is the one
 renderer for every place that shows or stores a failure; routing uses ``HarnessError.code``.
+What it renders is masked (:mod:`dsh_core.masking`): a server that echoes the API key, or a URL
+that carries it, shows ``[DEEPSEEK_API_KEY]`` in every failure shown, stored or logged.
 :func:`iter_chain` is that walk on its own, for code that looks for a kind of link (the
 adapter's permanent-failure check) rather than rendering.
 """
@@ -19,6 +21,8 @@ adapter's permanent-failure check) rather than rendering.
 from __future__ import annotations
 
 from collections.abc import Iterator
+
+from .masking import mask
 
 __all__ = ["error_chain", "iter_chain"]
 
@@ -33,9 +37,9 @@ UNRENDERABLE = "<unrenderable value>"
 
 
 def error_chain(value: object) -> str:
-    """Render ``value`` and its cause chain as ``outer: inner: ...``; never raises."""
+    """Render ``value`` and its cause chain as ``outer: inner: ...``, masked; never raises."""
     try:
-        return _render(value, frozenset(), 0)
+        return mask(_render(value, frozenset(), 0))
     except BaseException:  # a hostile value we did not foresee must not break error reporting
         return UNRENDERABLE
 

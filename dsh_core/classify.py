@@ -36,11 +36,14 @@ from .errors import (
     STREAM_CLOSED,
     TIMEOUT,
     TRANSPORT,
+    Code,
     LlmError,
     http_status_code,
 )
+from .masking import mask
 
 __all__ = [
+    "MISDIRECTED_STATUSES",
     "PROXY_AUTHENTICATION_REQUIRED",
     "RETRYABLE_CODES",
     "SERVER_TEXT_LIMIT",
@@ -91,11 +94,15 @@ _UNKNOWN_HOST_ERRNOS = frozenset(
 PROXY_AUTHENTICATION_REQUIRED = 407
 """The status a proxy refuses with when it wants credentials: no retry brings them."""
 
+MISDIRECTED_STATUSES = frozenset({404, 405, 501})
+"""What a server that is not a chat-completions API answers (a web server, a wrong path): the
+base URL is wrong, and asking again gets the same answer."""
+
 
 # -- statuses and bodies ---------------------------------------------------------------------
 
 
-def status_code(status: int, body: str) -> str:
+def status_code(status: int, body: str) -> Code:
     """SPEC section 5's HTTP table; the first match wins. ``body`` is the error body's text
     (an HTML page's words are a gateway's, not the API's: they are not read)."""
     words = "" if looks_like_html(body) else body
@@ -146,10 +153,13 @@ def looks_like_html(text: str) -> bool:
 
 
 def server_text(text: str) -> str:
-    """A server's message on one line, of bounded length; ``""`` for an HTML page."""
+    """A server's message on one line, of bounded length, masked; ``""`` for an HTML page.
+
+    Masked before it is cut: a server that echoes the request's ``Authorization`` header
+    (some 401s do) must not have half a key shown."""
     if looks_like_html(text):
         return ""
-    text = " ".join(text.split())
+    text = mask(" ".join(text.split()))
     if len(text) > SERVER_TEXT_LIMIT:
         text = text[:SERVER_TEXT_LIMIT] + "..."
     return text
@@ -175,6 +185,7 @@ def in_band_error(error: object, request_id: str | None) -> LlmError:
     if not message and error not in ("", None):
         message = server_text(json.dumps(error, ensure_ascii=False))
     words = f"{message} {words}"
+    code: Code
     if _CONTENT_RISK_WORDS.search(words):
         code = CONTENT_FILTER
     elif _QUOTA_WORDS.search(words):
@@ -206,8 +217,13 @@ def error_event(data: str, request_id: str | None) -> LlmError:
 
 
 def retryable(exc: LlmError) -> bool:
-    """Whether a retry could help: a transient code, and no permanent cause below it."""
-    return exc.code in RETRYABLE_CODES and not permanent(exc)
+    """Whether a retry could help: a transient code, not a misdirected request (a 501 is a
+    5xx, but a plain web server's), and no permanent cause below it."""
+    return (
+        exc.code in RETRYABLE_CODES
+        and exc.status not in MISDIRECTED_STATUSES
+        and not permanent(exc)
+    )
 
 
 def permanent(exc: LlmError) -> bool:

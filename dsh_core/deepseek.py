@@ -15,17 +15,19 @@ called and whether it is worth retrying is :mod:`dsh_core.classify`; URL redacti
 Every failure is an :class:`~dsh_core.errors.LlmError` whose message holds this layer's words
 only (``DeepSeek API request to <base URL> failed``) and whose ``__cause__`` is what httpx raised;
 :func:`~dsh_core.chain.error_chain` renders the whole chain. What httpx and asyncio raise is
-translated in one place per phase (an :class:`~dsh_core.classify.ExceptionMap`: sending,
-streaming). Transient failures are retried while nothing of the answer has been shown, each
-retry announced by a :class:`~dsh_core.llm.RetryNotice`. Cancelling the consuming task ends the
-request as ``LlmError(code="ABORTED")``, raised from the ``CancelledError``.
+translated in one place per phase (an :class:`~dsh_core.classify.ExceptionMap`:
+:func:`sending_errors`, and :func:`dsh_core.response.reading_errors` for the stream, which
+:mod:`dsh_core.response` reads). Transient failures are retried while nothing of the answer has
+been shown, each retry announced by a :class:`~dsh_core.llm.RetryNotice`. Cancelling the
+consuming task cancels the request: ``CancelledError`` passes through, the connection closed.
+The timers (the wait for the response, the silence between stream events) and the backoff run
+on a :class:`~dsh_core.clock.Clock`, so tests move time instead of waiting for it.
 
 httpx is imported on the first request, not with this module: ``import dsh_core`` stays cheap.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -34,7 +36,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, cast
@@ -42,7 +44,6 @@ from typing import TYPE_CHECKING, cast
 from .chain import error_chain
 from .classify import (
     PROXY_AUTHENTICATION_REQUIRED,
-    Build,
     ExceptionMap,
     Rule,
     body_message,
@@ -51,26 +52,21 @@ from .classify import (
     server_text,
     status_code,
 )
-from .errors import (
-    ABORTED,
-    MALFORMED_RESPONSE,
-    MISSING_CREDENTIAL,
-    STREAM_CLOSED,
-    TIMEOUT,
-    TRANSPORT,
-    LlmError,
-    UsageError,
-)
+from .clock import LOOP_CLOCK, Clock, Deadline, time_limit
+from .errors import MALFORMED_RESPONSE, MISSING_CREDENTIAL, TIMEOUT, TRANSPORT, LlmError, UsageError
 from .llm import ChatRequest, Event, RetryNotice
-from .sse import Item, LineTooLong, SSEDecoder
-from .urls import redact_url, without_user_info
-from .wire import StreamParser, encode_request
+from .masking import hide, mask
+from .response import ResponseReader, seconds
+from .urls import is_local, redact_url, without_user_info
+from .version import __version__
+from .wire import encode_request
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = [
     "API_KEY_VARIABLE",
+    "CHAT_PATH",
     "CONNECT_TIMEOUT",
     "DEFAULT_BASE_URL",
     "IDLE_TIMEOUT",
@@ -78,11 +74,14 @@ __all__ = [
     "DeepSeekAdapter",
     "RetryPolicy",
     "parse_retry_after",
+    "sending_errors",
 ]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
+CHAT_PATH = "/chat/completions"
+"""What requests add to the base URL."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to connect (TCP, TLS, proxy)."""
 READ_TIMEOUT = 60.0
@@ -94,8 +93,6 @@ API_KEY_VARIABLE = "DEEPSEEK_API_KEY"
 
 _ERROR_BODY_LIMIT = 64 * 1024
 """Bytes of an error body read for its message; the rest is not worth waiting for."""
-_DRAIN_LIMIT = 64 * 1024
-"""Bytes read after ``[DONE]`` so the connection returns to the pool; past it, close instead."""
 _PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy")
 
 
@@ -135,14 +132,55 @@ class _Secret:
         return "<secret>"
 
 
-def _aborted(exc: BaseException) -> LlmError:
-    return LlmError("DeepSeek API request cancelled", ABORTED)
+class _MaskRecords(logging.Filter):
+    """Masks the API key in a library's log records (httpx logs every request's URL)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
 
 
-_CANCELLED = Rule(asyncio.CancelledError, _aborted)
-"""In every phase: a request cancelled by its turn is ``ABORTED`` (SPEC section 5)."""
-_ABORTING = ExceptionMap(_CANCELLED)
-"""For awaits that can only be cancelled: a backoff, closing a response."""
+_MASK_RECORDS = _MaskRecords()
+
+
+def sending_errors(
+    where: str, *, connect_timeout: float, read_timeout: float, idle_timeout: float
+) -> ExceptionMap:
+    """What sending a request and waiting for its headers raises, as ``LlmError``.
+
+    ``where`` begins each message (``DeepSeek API request to <base URL>``); the timeouts are
+    the adapter's, named in the message of the timer that fired.
+    """
+    import httpx
+
+    def timed_out(exc: BaseException) -> LlmError:
+        if isinstance(exc, httpx.ConnectTimeout):
+            what = f"timed out connecting after {seconds(connect_timeout)}"
+        elif isinstance(exc, httpx.PoolTimeout):
+            what = f"timed out waiting for a free connection after {seconds(connect_timeout)}"
+        elif isinstance(exc, httpx.WriteTimeout):
+            what = f"timed out sending the request for {seconds(idle_timeout)}"
+        elif read_timeout <= idle_timeout and not isinstance(exc, httpx.ReadTimeout):
+            what = f"timed out waiting for a response after {seconds(read_timeout)}"
+        else:  # the headers wait is bounded by the silence allowed, when that is shorter
+            what = f"timed out: nothing received for {seconds(idle_timeout)}"
+        return LlmError(f"{where} {what}", TIMEOUT)
+
+    def failed(exc: BaseException) -> LlmError:
+        return LlmError(f"{where} failed", TRANSPORT)
+
+    def proxy_refused(exc: BaseException) -> LlmError:
+        return LlmError(f"{where} failed", TRANSPORT, status=_connect_status(exc))
+
+    return ExceptionMap(
+        # Our timer for the headers, or one of httpx's: the message says which.
+        Rule((TimeoutError, httpx.TimeoutException), timed_out, chain=False),
+        Rule(httpx.ProxyError, proxy_refused),
+        Rule((httpx.HTTPError, httpx.InvalidURL), failed),
+    )
 
 
 class DeepSeekAdapter:
@@ -159,6 +197,7 @@ class DeepSeekAdapter:
         retry: RetryPolicy | None = None,
         reasoning_shown: bool = True,
         client: httpx.AsyncClient | None = None,
+        clock: Clock = LOOP_CLOCK,
     ) -> None:
         """Configure; nothing is opened or checked until the first :meth:`stream`.
 
@@ -170,7 +209,11 @@ class DeepSeekAdapter:
         after reasoning only is retried, since nothing was shown. ``client`` shares a caller's
         ``httpx.AsyncClient`` (:meth:`close` leaves it open); by default one is created on the
         first request and reused for every turn. User info in ``base_url`` is shown redacted
-        and never sent: the key is the credential.
+        and never sent: the key is the credential. A base URL on this machine or a private
+        network may go without a key (no ``Authorization`` header): a local vLLM needs none.
+        A base URL that already ends in ``/chat/completions`` is wrong for sure (requests go
+        to ``.../chat/completions/chat/completions``): its failures are never retried.
+        ``clock`` runs the timers and the backoff.
         """
         self._base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self._base_url)
@@ -178,9 +221,13 @@ class DeepSeekAdapter:
         """How failures before a response begin (SPEC section 5)."""
         # User info stays out of the request: httpx would turn it into Basic auth, replacing
         # the Bearer key, and print it in its request log line.
-        self._endpoint = f"{without_user_info(self._base_url)}/chat/completions"
+        self._endpoint = f"{without_user_info(self._base_url)}{CHAT_PATH}"
+        self._misdirected = self._base_url.endswith(CHAT_PATH)
         key = api_key.strip() if api_key is not None else ""
         self._api_key = _Secret(key) if key else None
+        hide(key)  # from now on, every string dsh shows, stores or sends shows it masked
+        self._keyless = self._api_key is None and is_local(self._base_url)
+        """No key, and none needed: the server is the user's own."""
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle_timeout = idle_timeout
@@ -189,6 +236,7 @@ class DeepSeekAdapter:
         self._client = client
         self._owns_client = client is None
         self._closed = False
+        self._clock = clock
         self._sending: ExceptionMap | None = None
         """What sending raises becomes; built with the first request (it needs httpx)."""
 
@@ -215,7 +263,7 @@ class DeepSeekAdapter:
         policy = self._retry
         attempt = 0
         while True:
-            reader: _Reader | None = None
+            reader: ResponseReader | None = None
             try:
                 reader = await self._open(headers, body)
                 while True:
@@ -225,7 +273,8 @@ class DeepSeekAdapter:
                         return
             except LlmError as exc:
                 shown = reader is not None and reader.shown
-                if shown or attempt >= policy.max_retries or not retryable(exc):
+                stop = shown or self._misdirected or attempt >= policy.max_retries
+                if stop or not retryable(exc):
                     raise
                 failure = exc
             finally:
@@ -241,19 +290,30 @@ class DeepSeekAdapter:
                 error_chain(failure),
             )
             yield RetryNotice(attempt, policy.max_retries, delay, failure)
-            await _ABORTING.run(asyncio.sleep(delay))
+            await self._clock.sleep(delay)
 
     # -- sending -----------------------------------------------------------------------------
 
-    async def _open(self, headers: dict[str, str], body: bytes) -> _Reader:
+    async def _open(self, headers: dict[str, str], body: bytes) -> ResponseReader:
         """Send the request; return a reader for its event stream, or raise what went wrong."""
         client = self._get_client()
-        sending = self._sending_errors()
-        response = await sending.run(self._send(client, headers, body))
+        if self._sending is None:
+            self._sending = sending_errors(
+                self._where,
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                idle_timeout=self._idle_timeout,
+            )
+        response = await self._sending.run(self._send(client, headers, body))
         request_id = response.headers.get("x-request-id")
-        await sending.run(self._accept(response, request_id))
-        return _Reader(
-            response, self._shown_url, self._idle_timeout, request_id, self._reasoning_shown
+        await self._sending.run(self._accept(response, request_id))
+        return ResponseReader(
+            response,
+            shown_url=self._shown_url,
+            idle=Deadline(self._clock, self._idle_timeout),
+            idle_seconds=self._idle_timeout,
+            request_id=request_id,
+            reasoning_shown=self._reasoning_shown,
         )
 
     async def _send(
@@ -261,17 +321,19 @@ class DeepSeekAdapter:
     ) -> httpx.Response:
         import httpx
 
-        # httpx's read timeout bounds every silence on the connection; ours bounds the headers.
+        # Reads are bounded by our clock's timers (here the headers; then each silence of the
+        # stream), connecting and writing by httpx's.
         timeout = httpx.Timeout(
             connect=self._connect_timeout,
-            read=self._idle_timeout,
+            read=None,
             write=self._idle_timeout,
             pool=self._connect_timeout,
         )
         request = client.build_request(
             "POST", self._endpoint, content=body, headers=headers, timeout=timeout
         )
-        async with asyncio.timeout(self._read_timeout):
+        # No byte can arrive before the headers, so the silence allowed bounds the wait too.
+        with time_limit(self._clock, min(self._read_timeout, self._idle_timeout)):
             return await client.send(request, stream=True)
 
     async def _accept(self, response: httpx.Response, request_id: str | None) -> None:
@@ -295,55 +357,10 @@ class DeepSeekAdapter:
             await response.aclose()
             raise
 
-    def _sending_errors(self) -> ExceptionMap:
-        """What sending a request and waiting for its headers raises, as ``LlmError``."""
-        if self._sending is not None:
-            return self._sending
-        import httpx
-
-        where = self._where
-
-        def waited(exc: BaseException) -> LlmError:
-            return LlmError(
-                f"{where} timed out waiting for a response after {_seconds(self._read_timeout)}",
-                TIMEOUT,
-            )
-
-        def failed(exc: BaseException) -> LlmError:
-            return LlmError(f"{where} failed", TRANSPORT)
-
-        def proxy_refused(exc: BaseException) -> LlmError:
-            return LlmError(f"{where} failed", TRANSPORT, status=_connect_status(exc))
-
-        self._sending = ExceptionMap(
-            _CANCELLED,
-            Rule(TimeoutError, waited, chain=False),  # our asyncio.timeout, for the headers
-            Rule(httpx.TimeoutException, self._timeout_error, chain=False),
-            Rule(httpx.ProxyError, proxy_refused),
-            Rule((httpx.HTTPError, httpx.InvalidURL), failed),
-        )
-        return self._sending
-
-    def _timeout_error(self, exc: BaseException) -> LlmError:
-        """Which of httpx's timers fired before any response, and after how long."""
-        import httpx
-
-        if isinstance(exc, httpx.ConnectTimeout):
-            what = f"timed out connecting after {_seconds(self._connect_timeout)}"
-        elif isinstance(exc, httpx.PoolTimeout):
-            what = (
-                f"timed out waiting for a free connection after {_seconds(self._connect_timeout)}"
-            )
-        elif isinstance(exc, httpx.WriteTimeout):
-            what = f"timed out sending the request for {_seconds(self._idle_timeout)}"
-        else:
-            what = f"timed out: nothing received for {_seconds(self._idle_timeout)}"
-        return LlmError(f"{self._where} {what}", TIMEOUT)
-
     async def _status_error(self, response: httpx.Response, request_id: str | None) -> LlmError:
         """An HTTP error status, classified by SPEC section 5 (first match wins)."""
         status = response.status_code
-        text = await _read_text(response, _ERROR_BODY_LIMIT, self._read_timeout)
+        text = await self._read_text(response)
         detail = body_message(text, response.headers.get("content-type", ""))
         message = f"DeepSeek API returned HTTP {status} {_phrase(response)}".rstrip()
         if detail:
@@ -360,7 +377,7 @@ class DeepSeekAdapter:
         self, response: httpx.Response, content_type: str, request_id: str | None
     ) -> LlmError:
         """A 2xx answer that is not an event stream: an error object, or not the protocol."""
-        text = await _read_text(response, _ERROR_BODY_LIMIT, self._read_timeout)
+        text = await self._read_text(response)
         with contextlib.suppress(ValueError):
             payload = json.loads(text)
             if isinstance(payload, dict) and payload.get("error") is not None:
@@ -374,11 +391,14 @@ class DeepSeekAdapter:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def check_key(self) -> str:
-        """The key, or ``LlmError(MISSING_CREDENTIAL)`` if it is absent or unusable; no I/O.
+    def check_key(self) -> str | None:
+        """The key (None for a local server without one), or ``LlmError(MISSING_CREDENTIAL)``
+        if it is absent or unusable; no I/O.
 
         Front doors call it at startup, so a bad key is a startup failure, not a turn's.
         """
+        if self._keyless:
+            return None
         if self._api_key is None:
             raise LlmError(
                 f"No DeepSeek API key: set {API_KEY_VARIABLE} to your API key", MISSING_CREDENTIAL
@@ -393,17 +413,35 @@ class DeepSeekAdapter:
             )
         return key
 
+    async def _read_text(self, response: httpx.Response) -> str:
+        """The start of an error body as text; a body that breaks off gives what arrived."""
+        import httpx
+
+        parts: list[bytes] = []
+        size = 0
+        chunks = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
+        # The body only adds detail to a failure already known: never fail again for it.
+        with contextlib.suppress(httpx.HTTPError, TimeoutError):
+            async with contextlib.aclosing(chunks):
+                with time_limit(self._clock, self._read_timeout):
+                    async for chunk in chunks:
+                        parts.append(chunk)
+                        size += len(chunk)
+                        if size >= _ERROR_BODY_LIMIT:
+                            break
+        return b"".join(parts)[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")
+
     def _headers(self) -> dict[str, str]:
         key = self.check_key()
-        from . import __version__
-
-        return {
-            "Authorization": f"Bearer {key}",
+        headers = {
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",  # a compressed event stream arrives in bursts
             "Content-Type": "application/json",
             "User-Agent": f"dsh/{__version__}",
         }
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -411,6 +449,8 @@ class DeepSeekAdapter:
                 raise UsageError("DeepSeekAdapter.stream() called after close()")
             import httpx
 
+            # httpx logs each request's URL, which may carry the key (``?key=...``).
+            logging.getLogger("httpx").addFilter(_MASK_RECORDS)
             self._client = httpx.AsyncClient(trust_env=True, verify=self._verify())
         return self._client
 
@@ -428,145 +468,6 @@ class DeepSeekAdapter:
                 if os.environ.get(variable, "").strip().lower().startswith("https://"):
                     return True
         return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
-class _Reader:
-    """The event stream of one response: one network read in, that read's events out."""
-
-    __slots__ = (
-        "_chunks",
-        "_decoder",
-        "_errors",
-        "_idle",
-        "_parser",
-        "_pending",
-        "_response",
-        "finished",
-        "where",
-    )
-
-    def __init__(
-        self,
-        response: httpx.Response,
-        shown_url: str,
-        idle: float,
-        request_id: str | None,
-        reasoning_shown: bool,
-    ) -> None:
-        import httpx
-
-        self._response = response
-        self._idle = idle
-        # Raw bytes skip a layer of generators; we asked for no compression, but honour it.
-        encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
-        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
-        self._chunks = cast("AsyncGenerator[bytes, None]", chunks)
-        self._decoder = SSEDecoder()
-        self._parser = StreamParser(request_id, reasoning_shown=reasoning_shown)
-        self._pending: LlmError | None = None
-        """A failure to raise on the next read, once the events that came before it are out."""
-        self.finished = False
-        """The answer is complete: the last events returned end with :class:`Finish`."""
-        self.where = f"DeepSeek API stream from {shown_url}"
-        self._errors = ExceptionMap(
-            _CANCELLED,
-            Rule(httpx.TimeoutException, self._idle_expired, chain=False),
-            Rule(httpx.DecodingError, self._failed("could not be decoded", MALFORMED_RESPONSE)),
-            Rule(httpx.HTTPError, self._failed("failed", TRANSPORT)),
-            Rule(LineTooLong, self._failed("sent a line that never ends", MALFORMED_RESPONSE)),
-        )
-        """What reading the body raises, as ``LlmError``."""
-
-    @property
-    def shown(self) -> bool:
-        """Whether something the person saw has been returned: from then on a failure is not
-        retried (text, a tool call, reasoning when the front door shows it)."""
-        return self._parser.shown
-
-    def read(self) -> Awaitable[list[Event]]:
-        """The events of the next network read that completes any; raises ``LlmError``."""
-        return self._errors.run(self._read())  # not async itself: one coroutine fewer per read
-
-    async def close(self) -> None:
-        """Close the response: back to the pool when read to its end, else the socket closes."""
-        await _ABORTING.run(self._close())
-
-    async def _read(self) -> list[Event]:
-        if self._pending is not None:
-            raise self._pending
-        items: list[Item] = []
-        while not items:
-            try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                break
-            items = self._decoder.feed(chunk)
-        if not items:
-            return self._ended()  # out here: the failure must not chain StopAsyncIteration
-        parser = self._parser
-        events, failure = parser.take(items)
-        if failure is None and parser.done:
-            await self._drain()
-            failure = self._finish(events)
-        if failure is not None:
-            if not events:
-                raise failure
-            self._pending = failure
-        return events
-
-    def _ended(self) -> list[Event]:
-        """The body ended without ``[DONE]``: complete once a ``finish_reason`` came (some
-        OpenAI-compatible servers never send ``[DONE]``), else cut short."""
-        if self._parser.finish_reason is None:
-            raise LlmError(
-                f"{self.where} ended before [DONE]",
-                STREAM_CLOSED,
-                request_id=self._parser.request_id,
-            )
-        events: list[Event] = []
-        failure = self._finish(events)
-        if failure is not None:
-            raise failure
-        return events
-
-    def _finish(self, events: list[Event]) -> LlmError | None:
-        """Append the closing events of a complete stream, or return why it is no answer."""
-        ending = self._parser.finish()
-        if isinstance(ending, LlmError):
-            return ending
-        events.extend(ending)
-        self.finished = True
-        return None
-
-    async def _drain(self) -> None:
-        """Read what follows ``[DONE]`` (normally nothing) so the connection can be reused."""
-        import httpx
-
-        size = 0
-        with contextlib.suppress(httpx.HTTPError):  # the answer is complete; only the connection
-            async for chunk in self._chunks:
-                size += len(chunk)
-                if size > _DRAIN_LIMIT:
-                    return  # a server still talking after [DONE]: close rather than wait
-
-    async def _close(self) -> None:
-        await self._chunks.aclose()
-        await self._response.aclose()
-
-    def _idle_expired(self, exc: BaseException) -> LlmError:
-        return LlmError(
-            f"{self.where} timed out: nothing received for {_seconds(self._idle)}",
-            TIMEOUT,
-            request_id=self._parser.request_id,
-        )
-
-    def _failed(self, what: str, code: str) -> Build:
-        where, request_id = self.where, self._parser.request_id
-
-        def build(exc: BaseException) -> LlmError:
-            return LlmError(f"{where} {what}", code, request_id=request_id)
-
-        return build
 
 
 def _connect_status(exc: BaseException) -> int | None:
@@ -589,24 +490,6 @@ def _phrase(response: httpx.Response) -> str:
         return server_text(response.reason_phrase)
 
 
-async def _read_text(response: httpx.Response, limit: int, within: float) -> str:
-    """Up to ``limit`` bytes of the body as text; a body that breaks off gives what arrived."""
-    import httpx
-
-    parts: list[bytes] = []
-    size = 0
-    chunks = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
-    # The body only adds detail to a failure already known: never fail again for it.
-    with contextlib.suppress(httpx.HTTPError, TimeoutError):
-        async with asyncio.timeout(within), contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                parts.append(chunk)
-                size += len(chunk)
-                if size >= limit:
-                    break
-    return b"".join(parts)[:limit].decode("utf-8", errors="replace")
-
-
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date."""
     if value is None:
@@ -627,7 +510,3 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if when.tzinfo is None:
         return None  # HTTP dates are GMT; a date without a zone is not one
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g} s"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, NewType
 
 __all__ = [
     "ABORTED",
@@ -31,8 +31,10 @@ __all__ = [
     "MISSING_CREDENTIAL",
     "QUOTA",
     "RATE_LIMIT",
+    "SANDBOX_UNAVAILABLE",
     "SERVER",
     "SESSION_LOG",
+    "STARTUP",
     "STREAM_CLOSED",
     "TIMEOUT",
     "TOOL_FAILED",
@@ -42,72 +44,115 @@ __all__ = [
     "TOOL_REFUSED",
     "TRANSPORT",
     "UNKNOWN",
+    "Code",
+    "ErrorCode",
     "FailureRecord",
     "HarnessError",
+    "HttpStatusCode",
     "LlmError",
     "SessionLogError",
     "UsageError",
     "http_status_code",
 ]
 
+ErrorCode = Literal[
+    "TRANSPORT",
+    "TIMEOUT",
+    "ABORTED",
+    "AUTH",
+    "QUOTA",
+    "RATE_LIMIT",
+    "SERVER",
+    "INVALID_REQUEST",
+    "CONTEXT_WINDOW_EXCEEDED",
+    "STREAM_CLOSED",
+    "MALFORMED_RESPONSE",
+    "EMPTY_RESPONSE",
+    "CONTENT_FILTER",
+    "MISSING_CREDENTIAL",
+    "UNKNOWN",
+    "SESSION_LOG",
+    "SANDBOX_UNAVAILABLE",
+    "STARTUP",
+    "TOOL_FAILED",
+    "TOOL_REFUSED",
+    "TOOL_NOT_RUN",
+    "ABORTED_BEFORE_DISPATCH",
+    "TOOL_NOT_STARTED",
+    "TOOL_OUTCOME_UNKNOWN",
+]
+"""Every code but ``HTTP_<status>``; each has its constant below, which says what it means.
+mypy rejects any other string where a code is expected (``LlmError("x", "ABORTD")``)."""
+
+HttpStatusCode = NewType("HttpStatusCode", str)
+"""``HTTP_<status>``, for a status no rule of SPEC section 5 names: made by
+:func:`http_status_code` only."""
+
+Code = ErrorCode | HttpStatusCode
+"""What every exception here takes as its ``code``."""
+
 # The codes users see (SPEC section 5). HTTP_<status> is built by http_status_code().
-TRANSPORT = "TRANSPORT"
+TRANSPORT: Final = "TRANSPORT"
 """No response arrived: DNS, refused connection, TLS, proxy, or a connection broken mid-stream."""
-TIMEOUT = "TIMEOUT"
+TIMEOUT: Final = "TIMEOUT"
 """Connecting, reading, or waiting between stream events took too long."""
-ABORTED = "ABORTED"
+ABORTED: Final = "ABORTED"
 """The request was cancelled by its turn (Ctrl-C, SIGTERM)."""
-AUTH = "AUTH"
+AUTH: Final = "AUTH"
 """HTTP 401 or 403: the key is missing, wrong or not allowed."""
-QUOTA = "QUOTA"
+QUOTA: Final = "QUOTA"
 """HTTP 402, or a body that speaks of balance or quota."""
-RATE_LIMIT = "RATE_LIMIT"
+RATE_LIMIT: Final = "RATE_LIMIT"
 """HTTP 429."""
-SERVER = "SERVER"
+SERVER: Final = "SERVER"
 """HTTP 5xx, an in-band server error, or `insufficient_system_resource`."""
-INVALID_REQUEST = "INVALID_REQUEST"
+INVALID_REQUEST: Final = "INVALID_REQUEST"
 """HTTP 400, 413 or 422 without context-length wording."""
-CONTEXT_WINDOW_EXCEEDED = "CONTEXT_WINDOW_EXCEEDED"
+CONTEXT_WINDOW_EXCEEDED: Final = "CONTEXT_WINDOW_EXCEEDED"
 """The conversation no longer fits the model's context window."""
-STREAM_CLOSED = "STREAM_CLOSED"
+STREAM_CLOSED: Final = "STREAM_CLOSED"
 """The stream ended cleanly but without `data: [DONE]`."""
-MALFORMED_RESPONSE = "MALFORMED_RESPONSE"
+MALFORMED_RESPONSE: Final = "MALFORMED_RESPONSE"
 """The server sent something that is not the protocol: bad JSON, a non-object payload."""
-EMPTY_RESPONSE = "EMPTY_RESPONSE"
+EMPTY_RESPONSE: Final = "EMPTY_RESPONSE"
 """The stream finished without any content at all."""
-CONTENT_FILTER = "CONTENT_FILTER"
+CONTENT_FILTER: Final = "CONTENT_FILTER"
 """The provider's content filter stopped the answer."""
-MISSING_CREDENTIAL = "MISSING_CREDENTIAL"
+MISSING_CREDENTIAL: Final = "MISSING_CREDENTIAL"
 """No API key was configured."""
-UNKNOWN = "UNKNOWN"
+UNKNOWN: Final = "UNKNOWN"
 """Anything that is not a HarnessError."""
-SESSION_LOG = "SESSION_LOG"
+SESSION_LOG: Final = "SESSION_LOG"
 """The session log could not be read or written."""
+SANDBOX_UNAVAILABLE: Final = "SANDBOX_UNAVAILABLE"
+"""``--sandbox on`` and bwrap cannot run: a startup failure."""
+STARTUP: Final = "STARTUP"
+"""dsh cannot start: a bad flag or setting, an unusable home or session log."""
 
 # Tool results (SPEC sections 7 and 8): what the model reads after "Error: ", never a turn's end.
-TOOL_FAILED = "TOOL_FAILED"
+TOOL_FAILED: Final = "TOOL_FAILED"
 """The tool ran and failed: a missing file, bad arguments, a timeout; the message says which."""
-TOOL_REFUSED = "TOOL_REFUSED"
+TOOL_REFUSED: Final = "TOOL_REFUSED"
 """The call was not approved: the person said no, or there was no terminal to ask."""
-TOOL_NOT_RUN = "TOOL_NOT_RUN"
+TOOL_NOT_RUN: Final = "TOOL_NOT_RUN"
 """The call was never run: the step stopped at the output token limit."""
-ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
 """The turn was cancelled before this call started."""
-TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
+TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
 """Found on load: the model asked for the call, and the process died before it started."""
-TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
 """Found on load: the call was running when the process died; what it did is unknown."""
 
 
-def http_status_code(status: int) -> str:
+def http_status_code(status: int) -> HttpStatusCode:
     """The code for an HTTP status that no more specific rule matched: ``HTTP_<status>``."""
-    return f"HTTP_{status}"
+    return HttpStatusCode(f"HTTP_{status}")
 
 
 class HarnessError(Exception):
     """A failure dsh knows how to name; ``code`` is what callers route on."""
 
-    def __init__(self, message: str, code: str = UNKNOWN) -> None:
+    def __init__(self, message: str, code: Code = UNKNOWN) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -122,7 +167,7 @@ class LlmError(HarnessError):
     def __init__(
         self,
         message: str,
-        code: str,
+        code: Code,
         *,
         status: int | None = None,
         retry_after: float | None = None,
@@ -163,7 +208,8 @@ class FailureRecord:
     """A failure as the session log stores it: JSON-ready, rendered once, never re-raised."""
 
     code: str
-    """A code from this module, or ``UNKNOWN`` for exceptions that are not HarnessErrors."""
+    """A :data:`Code`, ``UNKNOWN`` for exceptions that are not HarnessErrors; read back from a
+    log, whatever code the dsh that wrote it knew."""
     message: str
     """``error_chain`` of the exception: the whole cause chain."""
     status: int | None = None

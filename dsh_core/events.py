@@ -13,7 +13,7 @@ A turn is written in this order (``step`` counts the model requests of a turn fr
     retry             {turn, step, attempt, max_retries, delay, code, message, ...}   per retry
     assistant/message {turn, step, text, reasoning?, tool_calls?, interrupted?}      per step
     usage             {turn, step, prompt_tokens, completion_tokens, ...}             per step
-    approval/decided  {turn, call_id, outcome}          when a call needed approval
+    approval/decided  {turn, call_id, outcome, reason?}  when a call needed approval
     tool/call         {turn, step, call_id, name, arguments}   the call starts running
     tool/result       {turn, step, call_id, is_error, content, error?, exit_code?, ...}
     turn/end          {turn, reason: {kind, ...}}
@@ -21,16 +21,32 @@ A turn is written in this order (``step`` counts the model requests of a turn fr
 ``system/prompt {text}`` is written once per session, before its first turn. A line of a type
 this version does not know is kept as an :class:`UnknownEvent`; a line of a known type whose
 fields are wrong is damage (:func:`parse_record` raises ``ValueError`` saying what is wrong).
+
+How a record becomes ``data`` and back follows from its fields (:mod:`dsh_core.codec`); only
+``tool/result`` and ``turn/end``, whose lines are shaped differently from their records, write
+and read themselves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
-from .errors import FailureRecord
-from .llm import ToolCall
+from .codec import (
+    FLAT,
+    Codec,
+    decode,
+    encode,
+    read_bool,
+    read_failure,
+    read_int,
+    read_optional_str,
+    read_str,
+)
+from .errors import TOOL_FAILED, FailureRecord, HarnessError
+from .llm import ToolCall, Usage
 
 __all__ = [
     "APPROVAL_OUTCOMES",
@@ -41,15 +57,18 @@ __all__ = [
     "EndKind",
     "Record",
     "RetryScheduled",
+    "SessionEvent",
     "StepUsage",
     "SystemPrompt",
     "ToolCallStarted",
+    "ToolOutput",
     "ToolResult",
     "TurnEnd",
     "TurnStart",
     "UnknownEvent",
     "UserText",
     "parse_record",
+    "record_type",
 ]
 
 EndKind = Literal[
@@ -75,57 +94,39 @@ ApprovalOutcome = Literal[
 ]
 APPROVAL_OUTCOMES: frozenset[str] = frozenset(get_args(ApprovalOutcome))
 
+_STEP_ONE = {"absent": 1}
+"""Field metadata for ``step``: logs written before steps existed had one step per turn."""
+
 
 @dataclass(frozen=True, slots=True)
-class TurnStart:
+class TurnStart(Codec):
     """A turn begins."""
 
     TYPE: ClassVar[str] = "turn/start"
     turn: int
     """1 for the first turn of a session."""
-    model: str
-
-    def to_data(self) -> dict[str, Any]:
-        return {"turn": self.turn, "model": self.model}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> TurnStart:
-        return cls(_int(data, "turn"), _str(data, "model", ""))
+    model: str = field(metadata={"absent": ""})
 
 
 @dataclass(frozen=True, slots=True)
-class UserText:
+class UserText(Codec):
     """The person's message (``user/message``)."""
 
     TYPE: ClassVar[str] = "user/message"
     turn: int
     text: str
 
-    def to_data(self) -> dict[str, Any]:
-        return {"turn": self.turn, "text": self.text}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> UserText:
-        return cls(_int(data, "turn"), _str(data, "text"))
-
 
 @dataclass(frozen=True, slots=True)
-class SystemPrompt:
+class SystemPrompt(Codec):
     """The system prompt, recorded once per session so that a resume sends the same one."""
 
     TYPE: ClassVar[str] = "system/prompt"
     text: str
 
-    def to_data(self) -> dict[str, Any]:
-        return {"text": self.text}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> SystemPrompt:
-        return cls(_str(data, "text"))
-
 
 @dataclass(frozen=True, slots=True)
-class AssistantStep:
+class AssistantStep(Codec):
     """What one step of the model produced (``assistant/message``).
 
     Written for every step that finished, and for a step cut off after it had shown text or
@@ -135,67 +136,27 @@ class AssistantStep:
 
     TYPE: ClassVar[str] = "assistant/message"
     turn: int
-    step: int
+    step: int = field(metadata=_STEP_ONE)
     text: str
     reasoning: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     interrupted: bool = False
 
-    def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"turn": self.turn, "step": self.step, "text": self.text}
-        if self.reasoning:
-            data["reasoning"] = self.reasoning
-        if self.tool_calls:
-            data["tool_calls"] = [
-                {"id": call.id, "name": call.name, "arguments": call.arguments}
-                for call in self.tool_calls
-            ]
-        if self.interrupted:
-            data["interrupted"] = True
-        return data
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> AssistantStep:
-        raw_calls = data.get("tool_calls", [])
-        if not isinstance(raw_calls, list):
-            raise ValueError("tool_calls is not a list")
-        calls = []
-        for raw in raw_calls:
-            if not isinstance(raw, dict):
-                raise ValueError("a tool call is not an object")
-            calls.append(ToolCall(_str(raw, "id"), _str(raw, "name"), _str(raw, "arguments")))
-        return cls(
-            turn=_int(data, "turn"),
-            step=_int(data, "step", 1),  # logs from before steps had one step per turn
-            text=_str(data, "text"),
-            reasoning=_optional_str(data, "reasoning"),
-            tool_calls=tuple(calls),
-            interrupted=_bool(data, "interrupted"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ApprovalDecided:
+class ApprovalDecided(Codec):
     """How a call that needed approval was decided."""
 
     TYPE: ClassVar[str] = "approval/decided"
     turn: int
     call_id: str
     outcome: ApprovalOutcome
-
-    def to_data(self) -> dict[str, Any]:
-        return {"turn": self.turn, "call_id": self.call_id, "outcome": self.outcome}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> ApprovalDecided:
-        outcome = _str(data, "outcome")
-        if outcome not in APPROVAL_OUTCOMES:
-            raise ValueError(f"unknown approval outcome {outcome!r}")
-        return cls(_int(data, "turn"), _str(data, "call_id"), outcome)  # type: ignore[arg-type]
+    reason: str | None = None
+    """With ``rejected``: what the person said the model should do instead, if anything."""
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallStarted:
+class ToolCallStarted(Codec):
     """A call starts running (``tool/call``); fsynced first when the tool can change anything."""
 
     TYPE: ClassVar[str] = "tool/call"
@@ -205,24 +166,31 @@ class ToolCallStarted:
     name: str
     arguments: str
 
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "step": self.step,
-            "call_id": self.call_id,
-            "name": self.name,
-            "arguments": self.arguments,
-        }
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a call produced, as the model will read it; a tool returns it, the log keeps it."""
+
+    content: str
+    """The text sent to the model; ``Error: <chain>`` for a failure."""
+    failure: FailureRecord | None = None
+    """Set when the call failed; its message is what ``content`` quotes."""
+    exit_code: int | None = None
+    """A command's exit status."""
+    truncated: bool = False
+    """``content`` was cut to the cap; ``output_file`` holds all of it."""
+    output_file: str | None = None
 
     @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> ToolCallStarted:
-        return cls(
-            _int(data, "turn"),
-            _int(data, "step"),
-            _str(data, "call_id"),
-            _str(data, "name"),
-            _str(data, "arguments"),
-        )
+    def failed(cls, exc: BaseException, *, content_after: str = "") -> ToolOutput:
+        """A failure as the model reads it: ``Error: <error_chain>``, then any partial output."""
+        record = FailureRecord.from_exception(exc)
+        if not isinstance(exc, HarnessError):
+            record = FailureRecord(TOOL_FAILED, record.message)
+        content = record.as_tool_result
+        if content_after:
+            content = f"{content}\n{content_after}"
+        return cls(content, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,129 +201,87 @@ class ToolResult:
     turn: int
     step: int
     call_id: str
-    is_error: bool
-    content: str
-    """Exactly what the model is sent (``Error: <error_chain>`` for a failure)."""
-    error: FailureRecord | None = None
-    """For a failure: its code and ``error_chain`` message."""
-    exit_code: int | None = None
-    """For a command: its exit status."""
-    truncated: bool = False
-    """The output was cut to the cap; ``output_file`` holds all of it."""
-    output_file: str | None = None
+    output: ToolOutput
 
     @classmethod
     def failed(cls, turn: int, step: int, call_id: str, failure: FailureRecord) -> ToolResult:
         """A failure as the model reads it: ``Error: <error_chain>`` (SPEC section 7)."""
-        return cls(turn, step, call_id, True, failure.as_tool_result, error=failure)
+        return cls(turn, step, call_id, ToolOutput(failure.as_tool_result, failure))
+
+    @property
+    def content(self) -> str:
+        """Exactly what the model is sent (``Error: <error_chain>`` for a failure)."""
+        return self.output.content
+
+    @property
+    def is_error(self) -> bool:
+        return self.output.failure is not None
+
+    @property
+    def error(self) -> FailureRecord | None:
+        """For a failure: its code and ``error_chain`` message."""
+        return self.output.failure
+
+    @property
+    def exit_code(self) -> int | None:
+        """For a command: its exit status."""
+        return self.output.exit_code
+
+    @property
+    def truncated(self) -> bool:
+        """The output was cut to the cap; ``output_file`` holds all of it."""
+        return self.output.truncated
+
+    @property
+    def output_file(self) -> str | None:
+        return self.output.output_file
 
     def to_data(self) -> dict[str, Any]:
+        """The output's fields after ``is_error``; its failure is called ``error``."""
         data: dict[str, Any] = {
             "turn": self.turn,
             "step": self.step,
             "call_id": self.call_id,
             "is_error": self.is_error,
-            "content": self.content,
         }
-        if self.error is not None:
-            data["error"] = self.error.to_json()
-        if self.exit_code is not None:
-            data["exit_code"] = self.exit_code
-        if self.truncated:
-            data["truncated"] = True
-        if self.output_file is not None:
-            data["output_file"] = self.output_file
+        for key, value in encode(self.output).items():
+            data["error" if key == "failure" else key] = value
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ToolResult:
-        error = data.get("error")
-        if error is not None and not isinstance(error, dict):
-            raise ValueError("error is not an object")
-        exit_code = data.get("exit_code")
-        if exit_code is not None and (
-            not isinstance(exit_code, int) or isinstance(exit_code, bool)
-        ):
-            raise ValueError("exit_code is not an integer")
-        return cls(
-            turn=_int(data, "turn"),
-            step=_int(data, "step"),
-            call_id=_str(data, "call_id"),
-            is_error=_bool(data, "is_error"),
-            content=_str(data, "content"),
-            error=FailureRecord.from_json(error) if error is not None else None,
-            exit_code=exit_code,
-            truncated=_bool(data, "truncated"),
-            output_file=_optional_str(data, "output_file"),
-        )
+        output: ToolOutput = decode(ToolOutput, {**data, "failure": None})
+        if read_bool(data, "is_error"):  # it decides: a hand-edited line may say otherwise
+            if data.get("error") is not None:
+                failure = read_failure(data, "error")
+            else:
+                failure = FailureRecord(TOOL_FAILED, output.content)
+            output = dataclasses.replace(output, failure=failure)
+        turn, step = read_int(data, "turn"), read_int(data, "step")
+        return cls(turn, step, read_str(data, "call_id"), output)
 
 
 @dataclass(frozen=True, slots=True)
-class StepUsage:
+class StepUsage(Codec):
     """Token counts of one step, as the provider reported them (``usage``)."""
 
     TYPE: ClassVar[str] = "usage"
     turn: int
-    step: int
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "step": self.step,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_tokens": self.cached_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> StepUsage:
-        counts = (
-            _int(data, name, 0)
-            for name in ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
-        )
-        return cls(_int(data, "turn"), _int(data, "step", 1), *counts)
+    step: int = field(metadata=_STEP_ONE)
+    usage: Usage = field(default_factory=Usage, metadata=FLAT)
 
 
 @dataclass(frozen=True, slots=True)
-class RetryScheduled:
+class RetryScheduled(Codec):
     """A transient failure before anything was shown; the step's request is sent again."""
 
     TYPE: ClassVar[str] = "retry"
     turn: int
-    step: int
+    step: int = field(metadata=_STEP_ONE)
     attempt: int
     max_retries: int
     delay: float
-    failure: FailureRecord
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "step": self.step,
-            "attempt": self.attempt,
-            "max_retries": self.max_retries,
-            "delay": self.delay,
-            **self.failure.to_json(),
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> RetryScheduled:
-        delay = data.get("delay")
-        if not isinstance(delay, int | float) or isinstance(delay, bool):
-            raise ValueError("delay is not a number")
-        return cls(
-            turn=_int(data, "turn"),
-            step=_int(data, "step", 1),
-            attempt=_int(data, "attempt"),
-            max_retries=_int(data, "max_retries"),
-            delay=float(delay),
-            failure=FailureRecord.from_json(data),
-        )
+    failure: FailureRecord = field(metadata=FLAT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,9 +318,9 @@ class TurnEnd:
         reason = data.get("reason")
         if not isinstance(reason, dict):
             raise ValueError("turn/end without a reason object")
-        kind = _str(reason, "kind")
-        text = _optional_str(reason, "reason")
-        turn = _int(data, "turn")
+        kind = read_str(reason, "kind")
+        text = read_optional_str(reason, "reason")
+        turn = read_int(data, "turn")
         if kind not in END_KINDS:
             return cls(turn, "other", reason=text, other_kind=kind)
         failure = FailureRecord.from_json(reason) if kind == "error" else None
@@ -444,6 +370,32 @@ _KNOWN: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One line of the log after the header: a record and where and when it was written."""
+
+    seq: int
+    """Position in the log, from 0 without gaps."""
+    time: str
+    """When it was appended, UTC, ``2026-11-30T09:15:02.123Z``."""
+    record: Record
+    """What happened."""
+
+    @property
+    def type(self) -> str:
+        """The line's type: ``turn/start``, ``user/message``, ..."""
+        return record_type(self.record)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The line's payload, as written."""
+        return self.record.to_data()
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole line as a JSON object: ``{type, seq, time, data}``."""
+        return {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+
+
 def record_type(record: Record) -> str:
     """The line type of ``record`` (``turn/start``, ...)."""
     return record.type if isinstance(record, UnknownEvent) else record.TYPE
@@ -456,31 +408,3 @@ def parse_record(type: str, data: Mapping[str, Any]) -> Record:
         return UnknownEvent(type, data)
     record: Record = cls.from_data(data)
     return record
-
-
-def _int(data: Mapping[str, Any], key: str, default: int | None = None) -> int:
-    value = data.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{key} is not an integer" if key in data else f"no {key}")
-    return value
-
-
-def _str(data: Mapping[str, Any], key: str, default: str | None = None) -> str:
-    value = data.get(key, default)
-    if not isinstance(value, str):
-        raise ValueError(f"{key} is not a string" if key in data else f"no {key}")
-    return value
-
-
-def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{key} is not a string")
-    return value
-
-
-def _bool(data: Mapping[str, Any], key: str) -> bool:
-    value = data.get(key, False)
-    if not isinstance(value, bool):
-        raise ValueError(f"{key} is not true or false")
-    return value

@@ -1,4 +1,4 @@
-"""What the model sees, derived from the session log; and how a dead turn is closed validly.
+"""What the model sees, derived from the session log; and answering the calls a turn left.
 
 :class:`History` folds the log's records, as they are appended, into the messages of the next
 request. The rules (SPEC sections 6 and 8):
@@ -9,8 +9,9 @@ request. The rules (SPEC sections 6 and 8):
 - A turn that failed, was cancelled or rejected before any answer is left out: its question
   would otherwise ride along with the next one. It stays in the log.
 - Every assistant message with tool calls is followed by one tool message per call, in order,
-  nothing between them. The log guarantees the pairs: the loop answers every call before
-  ``turn/end``, and :func:`closing_records` answers the calls a dead process left.
+  nothing between them. The log guarantees the pairs: :func:`answer_unanswered` answers every
+  call left without a result, at a turn's end by the loop and, for a dead process's turn, at
+  load (:func:`closing_records`).
 - Two plain messages of one role in a row (possible in logs from before ``EMPTY_RESPONSE``
   covered reasoning-only answers) are sent as one, joined by a blank line; tool-calling
   assistant messages and tool messages are never merged.
@@ -21,8 +22,8 @@ Folding is incremental: a turn costs the same at turn 1,000 as at turn 10.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, assert_never
+from collections.abc import Callable, Sequence
+from typing import assert_never
 
 from .errors import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, FailureRecord
 from .events import (
@@ -30,6 +31,7 @@ from .events import (
     AssistantStep,
     Record,
     RetryScheduled,
+    SessionEvent,
     StepUsage,
     SystemPrompt,
     ToolCallStarted,
@@ -39,14 +41,12 @@ from .events import (
     UnknownEvent,
     UserText,
 )
-from .llm import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
-
-if TYPE_CHECKING:
-    from .session import SessionEvent
+from .llm import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
     "History",
+    "answer_unanswered",
     "closing_records",
     "estimate_tokens",
     "message_tokens",
@@ -182,14 +182,17 @@ class History:
                 assert_never(record)
 
 
-def closing_records(records: Sequence[Record], end: TurnEnd) -> list[Record]:
-    """What closes a turn left open, so that the next request is valid: results, then ``end``.
+def answer_unanswered(
+    records: Sequence[Record], turn: int, failure: Callable[[ToolCall, bool], FailureRecord]
+) -> list[ToolResult]:
+    """A result for each call the model asked for in ``records`` that has none, in its order.
 
-    ``records`` are the open turn's, from its ``turn/start``. Each call the model asked for
-    and that has no result gets one: ``TOOL_OUTCOME_UNKNOWN`` when it had started (its
-    ``tool/call`` is in the log), ``TOOL_NOT_STARTED`` when it had not.
+    ``records`` are one turn's, from its ``turn/start``. ``failure(call, started)`` says how a
+    call is answered; ``started`` is whether its ``tool/call`` is in the log (it may have done
+    something). The loop answers what a cancelled or failed turn left with it, and a load what
+    a dead process left (:func:`closing_records`): every call in the log has its result, so
+    the next request is valid.
     """
-    turn = end.turn
     started: set[str] = set()
     answered: set[str] = set()
     for record in records:
@@ -197,25 +200,33 @@ def closing_records(records: Sequence[Record], end: TurnEnd) -> list[Record]:
             started.add(record.call_id)
         elif isinstance(record, ToolResult):
             answered.add(record.call_id)
-    closing: list[Record] = []
-    for record in records:
-        if not isinstance(record, AssistantStep):
-            continue
-        for call in record.tool_calls:
-            if call.id in answered:
-                continue
-            if call.id in started:
-                failure = FailureRecord(
-                    TOOL_OUTCOME_UNKNOWN,
-                    f'tool "{call.name}" was running when the process running dsh exited: '
-                    "its outcome is unknown; do not retry blindly",
-                )
-            else:
-                failure = FailureRecord(
-                    TOOL_NOT_STARTED,
-                    f'tool "{call.name}" was never started: the process running dsh exited '
-                    "first; retry it if it is still needed",
-                )
-            closing.append(ToolResult.failed(turn, record.step, call.id, failure))
-    closing.append(end)
-    return closing
+    return [
+        ToolResult.failed(turn, record.step, call.id, failure(call, call.id in started))
+        for record in records
+        if isinstance(record, AssistantStep)
+        for call in record.tool_calls
+        if call.id not in answered
+    ]
+
+
+def closing_records(records: Sequence[Record], end: TurnEnd) -> list[Record]:
+    """What closes a turn left open, so that the next request is valid: results, then ``end``.
+
+    ``records`` are the open turn's, from its ``turn/start``. Each call without a result is
+    answered ``TOOL_OUTCOME_UNKNOWN`` when it had started, ``TOOL_NOT_STARTED`` when not.
+    """
+    return [*answer_unanswered(records, end.turn, _left_by_a_dead_process), end]
+
+
+def _left_by_a_dead_process(call: ToolCall, started: bool) -> FailureRecord:
+    if started:
+        return FailureRecord(
+            TOOL_OUTCOME_UNKNOWN,
+            f'tool "{call.name}" was running when the process running dsh exited: '
+            "its outcome is unknown; do not retry blindly",
+        )
+    return FailureRecord(
+        TOOL_NOT_STARTED,
+        f'tool "{call.name}" was never started: the process running dsh exited '
+        "first; retry it if it is still needed",
+    )

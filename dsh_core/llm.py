@@ -2,7 +2,9 @@
 
 A provider is anything with the :class:`ChatModel` shape: ``stream(request)`` returns an async
 iterator of :data:`Event` values and raises :class:`~dsh_core.errors.LlmError` on failure.
-Cancelling the task that consumes the stream cancels the request.
+Cancelling the task that consumes the stream cancels the request, and ``CancelledError`` passes
+through as it is (the loop, :mod:`dsh_core.cancel`, decides what a cancellation means).
+:mod:`dsh_core.testing.conformance` checks a provider keeps these promises.
 
     request = ChatRequest(model="deepseek-v4-flash", messages=(UserMessage("hi"),))
     async for event in model.stream(request):

@@ -15,70 +15,71 @@ Every turn ends with exactly one :class:`~dsh_core.events.TurnEnd`, and before i
 the model asked for has its result in the log, so the next request is always valid: calls not
 run get ``ABORTED_BEFORE_DISPATCH`` (cancelled), ``TOOL_NOT_RUN`` (output limit) or the refusal.
 
-Cancellation: :meth:`Conversation.cancel` records a reason and cancels the task running the
-turn while it waits on the model, on an approval question or on a running tool: one cancellable
-phase for all three. While a reason is set, *anything* raised out of the step (``CancelledError``,
-the adapter's ``LlmError(ABORTED)``, ...) ends the turn ``aborted`` with that reason, and
+Secrets (SPEC 10.5): what the log stores and the model is sent is masked where it enters the
+loop (:mod:`dsh_core.masking`): the model's text, reasoning and calls as they stream in, the
+user's message, the system prompt and every tool result. Failures are masked by
+``error_chain``.
+
+Cancellation (:mod:`dsh_core.cancel`): :meth:`Conversation.cancel` records a reason and
+interrupts the turn wherever it waits, on the model, on an approval question or on a running
+tool: ``CancelledError`` unwinds the steps, the turn ends ``aborted`` with that reason, and
 ``run_turn`` returns normally. A cancellation that did not come through :meth:`cancel`
-(``asyncio.run`` shutting down, a timeout around ``run_turn``) is recorded as ``aborted``, reason
-``cancelled``, and then propagates as ``CancelledError``, because whoever cancelled the task is
-waiting for it to stop. An ``LlmError(ABORTED)`` with no cancellation pending is recorded as
-``aborted`` too, never as ``error``.
+(``asyncio.run`` shutting down, a timeout around ``run_turn``) is recorded as ``aborted``,
+reason ``cancelled``, and then propagates, because whoever cancelled the task is waiting for it
+to stop. Whatever ends a turn, :func:`~dsh_core.history.answer_unanswered` answers the calls it
+left before ``turn/end`` is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, assert_never
 
 from .approval import ApprovalPolicy, allowed
+from .cancel import Cancellation
 from .errors import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     CONTEXT_WINDOW_EXCEEDED,
     SESSION_LOG,
     TOOL_NOT_RUN,
+    Code,
     FailureRecord,
     HarnessError,
-    LlmError,
     SessionLogError,
     UsageError,
 )
 from .events import (
     ApprovalDecided,
-    AssistantStep,
     RetryScheduled,
     StepUsage,
     SystemPrompt,
     ToolCallStarted,
+    ToolOutput,
     ToolResult,
     TurnEnd,
     TurnStart,
     UserText,
 )
 from .fileio import format_size
-from .history import History, closing_records, message_tokens
+from .history import History, answer_unanswered, closing_records, message_tokens
 from .llm import (
     ChatModel,
     ChatRequest,
     Event,
-    Finish,
-    KeepAlive,
     Message,
-    ReasoningDelta,
     RetryNotice,
-    TextDelta,
     ToolCall,
-    ToolCallRequest,
-    Usage,
     UserMessage,
 )
+from .masking import mask
 from .session import SessionLog
-from .tools.base import Toolbox, ToolError, ToolOutput
+from .step import MaskedStream, Step
+from .tools.base import Toolbox
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -125,6 +126,8 @@ class ToolStarting:
     """One line: ``$ pytest -q``, ``src/app.py``."""
     note: str = ""
     """What the call runs under, e.g. ``(sandboxed: writes only /src, no network)``."""
+    preview: str = ""
+    """What the call will change, as the approval question shows it: a diff for ``edit``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +147,6 @@ PreTurnHook = Callable[["Conversation", str], str | None]
 """Runs before a turn is sent; returns a reason to reject the turn (say what to do), or None."""
 
 
-class _CancelRequested(Exception):
-    """Raised inside the turn's own task when ``cancel`` was called from that task."""
-
-
 def _external_reason(exc: BaseException) -> str:
     """The abort reason for a BaseException that did not come through ``cancel``."""
     if isinstance(exc, KeyboardInterrupt):
@@ -164,71 +163,17 @@ async def _close_stream(stream: AsyncIterator[Event]) -> None:
         await aclose()
 
 
-class _Step:
-    """What the model's stream delivered so far in one step."""
-
-    __slots__ = ("calls", "finish", "number", "reasoning", "recorded", "text", "usage")
-
-    def __init__(self, number: int) -> None:
-        self.number = number
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: list[ToolCall] = []
-        self.usage: Usage | None = None
-        self.finish: Finish | None = None
-        self.recorded = False
-        """Its ``assistant/message`` is in the log."""
-
-    def add(self, event: Event) -> None:
-        match event:
-            case TextDelta(text=text):
-                self.text.append(text)
-            case ReasoningDelta(text=text):
-                self.reasoning.append(text)
-            case ToolCallRequest(call=call):
-                self.calls.append(call)
-            case Usage():
-                self.usage = event  # providers send one; if more, the last is the total
-            case Finish():
-                self.finish = event
-            case RetryNotice():
-                # The failed attempt's reasoning was not shown (a pipe hides it) and is not
-                # the answer: the retry starts the step over.
-                self.text.clear()
-                self.reasoning.clear()
-            case KeepAlive():
-                pass
-            case _:
-                assert_never(event)
-
-    @property
-    def shown(self) -> bool:
-        return any(self.text) or any(self.reasoning)
-
-    def record(self, turn: int, *, interrupted: bool) -> AssistantStep:
-        return AssistantStep(
-            turn=turn,
-            step=self.number,
-            text="".join(self.text),
-            reasoning="".join(self.reasoning) or None,
-            tool_calls=tuple(self.calls),
-            interrupted=interrupted,
-        )
-
-
 class _Turn:
     """The turn being run: where it stands, for whatever ends it."""
 
-    __slots__ = ("number", "pending", "running", "step")
+    __slots__ = ("first", "number", "step")
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, first: int) -> None:
         self.number = number
-        self.step: _Step | None = None
+        self.first = first
+        """Where its ``turn/start`` is among the log's events."""
+        self.step: Step | None = None
         """The step being streamed or whose calls are running."""
-        self.pending: list[ToolCall] = []
-        """Calls of the recorded step not answered yet, in order."""
-        self.running: ToolCall | None = None
-        """The call whose ``tool/call`` is written and whose result is not."""
 
 
 class Conversation:
@@ -273,11 +218,8 @@ class Conversation:
             *hooks,
         )
         """Pre-turn checks, built-ins first; the first reason returned rejects the turn."""
-        self._task: asyncio.Task[Any] | None = None
-        self._cancellable = False
-        """The turn is waiting on the model, an approval question or a tool."""
-        self._cancel_reason: str | None = None
-        self._cancel_sent = False
+        self._cancellation: Cancellation | None = None
+        """The running turn's; None when idle."""
         self._log_failure: FailureRecord | None = None
         """Why the log last refused a write, while the turn it left open is still open."""
         self._history = History()
@@ -291,7 +233,7 @@ class Conversation:
     @property
     def running(self) -> bool:
         """True while ``run_turn`` is in progress."""
-        return self._task is not None
+        return self._cancellation is not None
 
     def last_turn_end(self) -> TurnEnd | None:
         """The most recent ``turn/end`` in the log, e.g. one a resume closed as interrupted."""
@@ -334,12 +276,11 @@ class Conversation:
 
         For front doors that stop reading an over-long line: the text is not needed.
         """
-        if self._task is not None:
+        if self._cancellation is not None:
             raise UsageError("a turn is already running in this conversation")
         with self._noting_log_failure():
             self._close_open_turn()
-            turn = _Turn(self._next_turn())
-            self._start(turn.number)
+            turn = self._start()
             return self._end(TurnEnd(turn.number, "rejected", reason=self._too_large(size)), turn)
 
     # -- running a turn ------------------------------------------------------------------------
@@ -350,21 +291,8 @@ class Conversation:
         Call it on the event loop's thread (``loop.add_signal_handler`` does). The first reason
         wins; later calls during the same turn change nothing.
         """
-        task = self._task
-        if task is None or self._cancel_reason is not None:
-            return
-        self._cancel_reason = reason
-        try:
-            current = asyncio.current_task()
-        except RuntimeError:  # no running loop on this thread
-            current = None
-        # From another task or a loop callback, the turn's task is suspended in a cancellable
-        # phase: cancelling it interrupts the request, the question or the tool now. From
-        # inside the turn's own task (an observer), the loop checks the reason after each
-        # event instead, which avoids a cancellation left pending after the phase is over.
-        if self._cancellable and current is not task:
-            self._cancel_sent = True
-            task.cancel()
+        if self._cancellation is not None:
+            self._cancellation.cancel(reason)
 
     async def run_turn(self, text: str, *, on_event: Observer | None = None) -> TurnEnd:
         """Run one turn for the user's ``text``; return how it ended (also in the log).
@@ -373,18 +301,23 @@ class Conversation:
         already running, and re-raises a cancellation that did not come through ``cancel``
         after recording it.
         """
-        if self._task is not None:
+        if self._cancellation is not None:
             raise UsageError("a turn is already running in this conversation")
         task = asyncio.current_task()
         if task is None:
             raise UsageError("run_turn must be awaited inside an asyncio task")
-        self._task, self._cancel_reason, self._cancel_sent = task, None, False
+        self._cancellation = Cancellation(task)
         try:
             with self._noting_log_failure():
                 self._close_open_turn()
-                return await self._run(task, text, on_event or _ignore)
+                return await self._run(self._start(), text, on_event or _ignore)
         finally:
-            self._task, self._cancellable = None, False
+            self._cancellation = None
+
+    @property
+    def _cancel(self) -> Cancellation:
+        assert self._cancellation is not None, "only while a turn runs"
+        return self._cancellation
 
     @contextlib.contextmanager
     def _noting_log_failure(self) -> Iterator[None]:
@@ -413,21 +346,19 @@ class Conversation:
                     SESSION_LOG, "the end of this turn could not be written"
                 )
                 records = [event.record for event in events[index:]]
-                closing = closing_records(records, TurnEnd(record.turn, "error", failure))
-                for item in closing[:-1]:
-                    self.log.append(item)
-                self.log.append(closing[-1], durable=True)
+                end = TurnEnd(record.turn, "error", failure)
+                self.log.extend(closing_records(records, end), durable=True)
                 self._log_failure = None
                 return
 
-    def _start(self, turn: int) -> None:
+    def _start(self) -> _Turn:
+        """Write the next turn's ``turn/start`` (and the system prompt, in a fresh session)."""
         if self.system_prompt is not None and not self.log.events:
-            self.log.append(SystemPrompt(self.system_prompt))
-        self.log.append(TurnStart(turn, self.model_name))
+            self.log.append(SystemPrompt(mask(self.system_prompt)))  # AGENTS.md may hold a key
+        number = self._next_turn()
+        return _Turn(number, self.log.append(TurnStart(number, self.model_name)).seq)
 
-    async def _run(self, task: asyncio.Task[Any], text: str, on_event: Observer) -> TurnEnd:
-        turn = _Turn(self._next_turn())
-        self._start(turn.number)
+    async def _run(self, turn: _Turn, text: str, on_event: Observer) -> TurnEnd:
         try:
             rejection = next((r for hook in self.hooks if (r := hook(self, text))), None)
         except Exception as exc:  # a broken hook fails its turn, it does not crash the program
@@ -436,26 +367,23 @@ class Conversation:
             return self._end(TurnEnd(turn.number, "rejected", reason=rejection), turn)
         # One fsync covers both lines: turn/start and the message are on disk before the
         # request leaves.
-        self.log.append(UserText(turn.number, text), durable=True)
+        self.log.append(UserText(turn.number, mask(text)), durable=True)
         try:
-            end = await self._steps(turn, on_event)
+            return await self._steps(turn, on_event)
         except BaseException as exc:
             # From here on nothing awaits: a second cancellation cannot cut the record short.
-            self._cancellable = False
-            return self._ended_by(exc, task, turn, on_event)
-        self._settle_cancel(task)  # the last phase finished before a late cancel could stop it
-        return end
+            return self._ended_by(exc, turn, on_event)
 
     async def _steps(self, turn: _Turn, on_event: Observer) -> TurnEnd:
         number = 0
         while True:
-            self._check_cancel()
+            self._cancel.check()
             number += 1
             if number > self.max_steps:
                 return self._end(TurnEnd(turn.number, "max-steps"), turn)
             if number > 1:
-                self._check_window(turn)
-            step = turn.step = _Step(number)
+                self._check_window()
+            step = turn.step = Step(number)
             await self._stream(turn, step, on_event)
             limited = step.finish is not None and step.finish.reason == "max-tokens"
             self._record_step(turn, step, interrupted=False)
@@ -464,24 +392,21 @@ class Conversation:
                     TurnEnd(turn.number, "max-tokens" if limited else "completed"), turn
                 )
             if limited:
-                not_run = ToolError("not run: the output token limit was reached", TOOL_NOT_RUN)
-                self._answer_pending(turn, not_run, on_event)
+                not_run = _not_run(TOOL_NOT_RUN, "not run: the output token limit was reached")
+                for call in step.calls:
+                    self._answer(turn, call, not_run, on_event)
                 return self._end(TurnEnd(turn.number, "max-tokens"), turn)
-            while turn.pending:
-                self._check_cancel()
-                await self._run_call(turn, turn.pending[0], on_event)
+            for call in step.calls:
+                self._cancel.check()
+                await self._run_call(turn, call, on_event)
 
-    def _check_cancel(self) -> None:
-        if self._cancel_reason is not None:
-            raise _CancelRequested
-
-    def _check_window(self, turn: _Turn) -> None:
+    def _check_window(self) -> None:
         self._history.update(self.log.events)
         problem = self._window_problem(self._history.tokens + self._history.open_tokens)
         if problem is not None:
             raise HarnessError(problem, CONTEXT_WINDOW_EXCEEDED)
 
-    async def _stream(self, turn: _Turn, step: _Step, on_event: Observer) -> None:
+    async def _stream(self, turn: _Turn, step: Step, on_event: Observer) -> None:
         self._history.update(self.log.events)
         request = ChatRequest(
             model=self.model_name,
@@ -489,41 +414,35 @@ class Conversation:
             tools=self.toolbox.specs,
             max_tokens=self.max_tokens,
         )
-        self._cancellable = True
-        try:
+        masked = MaskedStream()
+        cancellation = self._cancel
+        with cancellation.phase():
             stream = self.model.stream(request)
             try:
-                async for event in stream:
-                    step.add(event)
-                    if isinstance(event, RetryNotice):
-                        self._note_retry(turn.number, step.number, event)
-                    on_event(event)
-                    self._check_cancel()
+                async for received in stream:
+                    for event in masked(received):
+                        step.add(event)
+                        if isinstance(event, RetryNotice):
+                            self._note_retry(turn.number, step.number, event)
+                        on_event(event)
+                    cancellation.check()
             finally:
+                # However the stream ended (cut, cancelled, without a Finish), the text it held
+                # back was no secret: shown and recorded like the rest.
+                for event in masked.held():
+                    step.add(event)
+                    on_event(event)
                 await _close_stream(stream)
-        finally:
-            self._cancellable = False
 
-    def _record_step(self, turn: _Turn, step: _Step, *, interrupted: bool) -> None:
+    def _record_step(self, turn: _Turn, step: Step, *, interrupted: bool) -> None:
         step.recorded = True
         self.log.append(step.record(turn.number, interrupted=interrupted))
         if step.usage is not None:
-            usage = step.usage
-            self.log.append(
-                StepUsage(
-                    turn.number,
-                    step.number,
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                    usage.cached_tokens,
-                    usage.reasoning_tokens,
-                )
-            )
-        turn.pending = list(step.calls)
+            self.log.append(StepUsage(turn.number, step.number, step.usage))
 
     async def _run_call(self, turn: _Turn, call: ToolCall, on_event: Observer) -> None:
         assert turn.step is not None
-        step = turn.step.number
+        cancellation = self._cancel
         try:
             invocation = self.toolbox.prepare(call)
         except Exception as exc:  # bad arguments, or a tool that could not be set up
@@ -531,104 +450,69 @@ class Conversation:
             self._answer(turn, call, ToolOutput.failed(exc), on_event)
             return
         # The prepared summary may say more than the arguments do (where a link leads).
-        on_event(ToolStarting(call, invocation.summary, invocation.access.note))
-        self._cancellable = True
-        try:
-            outcome = await self.approval.decide(call, invocation)
-        except asyncio.CancelledError:
-            if self._cancel_reason is not None:  # Ctrl-C at the question
-                self.log.append(ApprovalDecided(turn.number, call.id, "cancelled"))
-            raise
-        finally:
-            self._cancellable = False
+        on_event(ToolStarting(call, invocation.summary, invocation.access.note, invocation.preview))
+        with cancellation.phase():
+            try:
+                outcome = await self.approval.decide(call, invocation)
+            except asyncio.CancelledError:
+                if cancellation.reason is not None:  # Ctrl-C at the question
+                    self.log.append(ApprovalDecided(turn.number, call.id, "cancelled"))
+                raise
         if outcome is not None:
-            self.log.append(ApprovalDecided(turn.number, call.id, outcome))
+            reason = self.approval.reasons.get(call.id)  # a no with a reason: the person's words
+            self.log.append(ApprovalDecided(turn.number, call.id, outcome, reason and mask(reason)))
         if not allowed(outcome):
             assert outcome is not None
             refusal = self.approval.refusal(call, invocation.access, outcome)
             self._answer(turn, call, ToolOutput.failed(refusal), on_event)
             return
+        step = turn.step.number
         started = ToolCallStarted(turn.number, step, call.id, call.name, call.arguments)
         self.log.append(started, durable=invocation.access.changes_anything)
-        turn.running = call
-        self._cancellable = True
-        try:
-            output = await invocation.run()
-        except Exception as exc:  # a tool's failure is a result for the model, never the turn's
-            output = ToolOutput.failed(exc)
-        finally:
-            self._cancellable = False
+        with cancellation.phase():
+            try:
+                output = await invocation.run()
+            except Exception as exc:  # a tool's failure is a result for the model, not the turn's
+                output = ToolOutput.failed(exc)
+        # A tool may stop on a cancellation and return its partial output instead of raising:
+        # the output is kept, and the next check ends the turn.
         self._answer(turn, call, output, on_event)
-        task = self._task
-        if task is not None and task.cancelling() > (1 if self._cancel_sent else 0):
-            # A tool that stops on cancellation returns its partial result instead of raising;
-            # a cancellation that did not come through cancel() must still end the turn.
-            raise asyncio.CancelledError
 
-    def _answer(
-        self, turn: _Turn, call: ToolCall, output: ToolOutput, on_event: Observer | None
-    ) -> None:
+    def _answer(self, turn: _Turn, call: ToolCall, output: ToolOutput, on_event: Observer) -> None:
         """Write the call's result (fsynced) and tell the observer."""
         assert turn.step is not None
-        result = ToolResult(
-            turn=turn.number,
-            step=turn.step.number,
-            call_id=call.id,
-            is_error=output.failure is not None,
-            content=output.content or "(no output)",
-            error=output.failure,
-            exit_code=output.exit_code,
-            truncated=output.truncated,
-            output_file=output.output_file,
-        )
+        content = mask(output.content) or "(no output)"  # a file or a command may show the key
+        if content != output.content:
+            output = dataclasses.replace(output, content=content)
+        result = ToolResult(turn.number, turn.step.number, call.id, output)
         self.log.append(result, durable=True)
-        turn.pending.remove(call)
-        turn.running = None
-        if on_event is not None:
-            on_event(ToolFinished(call, result))
-
-    def _answer_pending(self, turn: _Turn, error: HarnessError, on_event: Observer | None) -> None:
-        for call in list(turn.pending):
-            self._answer(turn, call, ToolOutput.failed(error), on_event)
+        on_event(ToolFinished(call, result))
 
     # -- how a turn ends -----------------------------------------------------------------------
 
-    def _ended_by(
-        self, exc: BaseException, task: asyncio.Task[Any], turn: _Turn, on_event: Observer
-    ) -> TurnEnd:
-        """Record the end that ``exc`` means; return it, or re-raise a foreign cancellation."""
-        if self._cancel_reason is not None:
-            end = self._aborted(turn, self._cancel_reason)
-            if self._settle_cancel(task):
-                raise asyncio.CancelledError from exc  # someone else cancelled us too
-            return end
-        # The adapter reports a cancelled request as LlmError(ABORTED): an abort, never an
-        # error (SPEC section 5), and a cancellation still pending on the task is not ours.
-        aborted_below = isinstance(exc, LlmError) and exc.code == ABORTED
-        if isinstance(exc, Exception) and not aborted_below:
+    def _ended_by(self, exc: BaseException, turn: _Turn, on_event: Observer) -> TurnEnd:
+        """Record the end that ``exc`` means; return it, or re-raise what is not ours to stop.
+
+        Once the turn was cancelled, by :meth:`cancel` or from outside, whatever unwound the
+        steps (``CancelledError``, or a failure the cancellation caused) ends it ``aborted``;
+        a cancellation from outside then propagates. Otherwise an ``Exception`` is a failure.
+        """
+        cancellation = self._cancel
+        foreign = cancellation.foreign()
+        if cancellation.reason is None and not foreign and isinstance(exc, Exception):
             if isinstance(exc, SessionLogError):
                 raise exc
             return self._fail(turn, exc, on_event)
-        reason = _external_reason(exc)
-        end = self._aborted(turn, reason)
-        if aborted_below and task.cancelling() == 0:
-            return end  # nobody is waiting for this task to stop
+        reason = cancellation.reason or _external_reason(exc)
+        end = self._end(TurnEnd(turn.number, "aborted", reason=reason), turn)
+        if isinstance(exc, Exception | asyncio.CancelledError) and not foreign:
+            return end
         logger.warning(
             "turn %d of session %s aborted from outside: %s", turn.number, self.log.id, reason
         )
         if isinstance(exc, Exception):
             raise asyncio.CancelledError from exc  # what the canceller is waiting for
         raise exc
-
-    def _aborted(self, turn: _Turn, reason: str) -> TurnEnd:
-        return self._end(TurnEnd(turn.number, "aborted", reason=reason), turn)
-
-    def _settle_cancel(self, task: asyncio.Task[Any]) -> bool:
-        """Withdraw our own task.cancel(); True when other cancellations are still pending."""
-        if not self._cancel_sent:
-            return False
-        self._cancel_sent = False
-        return task.uncancel() > 0
 
     def _fail(self, turn: _Turn, exc: Exception, on_event: Observer) -> TurnEnd:
         failure = FailureRecord.from_exception(exc)
@@ -647,25 +531,26 @@ class Conversation:
         """Write what the turn left unwritten, then ``turn/end`` durably.
 
         The step being streamed is kept if it showed anything; calls not answered yet are
-        answered (``ABORTED`` for the one running, ``ABORTED_BEFORE_DISPATCH`` for the rest), so
-        every call in the log has its result. Synchronous by design: nothing can cut it short.
+        answered (``ABORTED`` for one that had started, ``ABORTED_BEFORE_DISPATCH`` for the
+        rest), so every call in the log has its result. Synchronous by design: nothing can cut
+        it short.
         """
         step = turn.step
         if step is not None and not step.recorded and step.shown:
             self._record_step(turn, step, interrupted=True)
         if end.kind == "aborted":
-            stopped = ToolError(f"cancelled while running ({end.reason})", ABORTED)
-            not_run = ToolError(
-                f"not started: the turn was cancelled ({end.reason})", ABORTED_BEFORE_DISPATCH
+            stopped = FailureRecord(ABORTED, f"cancelled while running ({end.reason})")
+            not_run = FailureRecord(
+                ABORTED_BEFORE_DISPATCH, f"not started: the turn was cancelled ({end.reason})"
             )
         else:  # a failure outside the tools (the observer, the log) ended the turn
-            stopped = ToolError(f"stopped: the turn ended {end.kind}", ABORTED)
-            not_run = ToolError(f"not run: the turn ended {end.kind}", TOOL_NOT_RUN)
-        if turn.running is not None:
-            self._answer(turn, turn.running, ToolOutput.failed(stopped), None)
-        if turn.pending:
-            self._answer_pending(turn, not_run, None)
-        self.log.append(end, durable=True)
+            stopped = FailureRecord(ABORTED, f"stopped: the turn ended {end.kind}")
+            not_run = FailureRecord(TOOL_NOT_RUN, f"not run: the turn ended {end.kind}")
+        records = [event.record for event in self.log.events[turn.first :]]
+        results = answer_unanswered(
+            records, turn.number, lambda call, started: stopped if started else not_run
+        )
+        self.log.extend([*results, end], durable=True)
         return end
 
     def _note_retry(self, turn: int, step: int, notice: RetryNotice) -> None:
@@ -692,3 +577,8 @@ class Conversation:
 
 def _ignore(event: LoopEvent) -> None:
     """The observer when the caller has none."""
+
+
+def _not_run(code: Code, message: str) -> ToolOutput:
+    """A call answered without running: ``Error: <message>``."""
+    return ToolOutput.failed(HarnessError(message, code))

@@ -1,10 +1,25 @@
 """``dsh`` and ``python -m dsh_stdio``: pick the mode, run it, exit with its status.
 
 stdin and stdout both terminals -> the prompt_toolkit REPL; otherwise one turn per input line;
-arguments -> one turn (one-shot). prompt_toolkit is imported only for the REPL.
+arguments -> one turn (one-shot). prompt_toolkit is imported only for the REPL and for an
+approval question a one-shot run at a terminal asks.
 """
 
 from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    # `python -m dsh_stdio` put the working directory first on sys.path: a `signal.py`,
+    # `httpx.py` or `dsh_core/` planted there would be imported instead of ours and run with the
+    # key (SPEC 10.1). Dropped before any other import (`os` is loaded already, by the start-up).
+    import os
+
+    try:
+        _cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the working directory is gone: nothing can be planted in it
+        _cwd = ""
+    sys.path[:] = [entry for entry in sys.path if entry and os.path.realpath(entry) != _cwd]
 
 import signal
 
@@ -15,7 +30,6 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -55,7 +69,9 @@ def _fill_closed_descriptors() -> None:
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
 
 
-async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> int:
+async def _run(
+    config: Config, terminal: bool, piped: str | Overlong | None, *, name_session: bool
+) -> int:
     from .runtime import Runtime
 
     out, err = sys.stdout, sys.stderr
@@ -76,7 +92,7 @@ async def _run(config: Config, terminal: bool, piped: str | Overlong | None) -> 
         return await run_pipe(runtime, STDIN, out)
     finally:
         session_id = runtime.conversation.log.id
-        if await runtime.close():
+        if await runtime.close() and name_session and not config.quiet:
             # Say which session this was, so that it can be found again.
             named = f"dsh: session {session_id} (dsh -r {session_id} to resume)\n"
             with contextlib.suppress(OSError, ValueError):
@@ -100,8 +116,12 @@ def _stored(config: Config, terminal: bool) -> int:
     return show_session(config, config.show, sys.stdout, terminal=terminal, describe=describe)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run dsh; the process exits with the returned status."""
+def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int:
+    """Run dsh; the process exits with the returned status.
+
+    ``name_session=False`` (the demo, which deletes its sessions and directory when it ends)
+    does not offer to resume the session.
+    """
     _fill_closed_descriptors()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--demo" in arguments:
@@ -124,10 +144,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _startup_failed(
             StartupError('--json is for pipes and one-shot runs: dsh --json "question"')
         )
-    if not terminal:
-        # Like cat: a reader that went away ends us quietly. Every durable line is already
-        # on disk, and the next load closes the open turn as interrupted.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # From here on Ctrl-C is ours: KeyboardInterrupt until asyncio.run installs its handler,
     # then the modes install theirs.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -135,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         piped = None
         if config.question is not None:
             piped = read_piped_stdin(STDIN, DEFAULT_INPUT_LIMIT)
-        run_session = _run(config, terminal and config.question is None, piped)
+        # SIGPIPE stays ignored (Python's default): a reader that went away (`dsh | head`)
+        # is a failed write, which ends the turn as aborted, "output closed", in the log.
+        repl = terminal and config.question is None
+        run_session = _run(config, repl, piped, name_session=name_session)
         try:
             return asyncio.run(run_session)
         finally:

@@ -17,10 +17,11 @@ from urllib.parse import urlsplit
 
 from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
 from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
-from dsh_core.errors import MISSING_CREDENTIAL, HarnessError
+from dsh_core.errors import MISSING_CREDENTIAL, STARTUP, Code, HarnessError
 from dsh_core.loop import DEFAULT_MAX_STEPS
+from dsh_core.masking import hide
 from dsh_core.tools.sandbox import SandboxMode
-from dsh_core.urls import redact_url
+from dsh_core.urls import is_local, redact_url
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -41,7 +42,7 @@ Action = Literal["chat", "sessions", "show"]
 class StartupError(HarnessError):
     """dsh cannot start: a bad flag or setting, no key, an unusable home or session log."""
 
-    def __init__(self, message: str, code: str = "STARTUP") -> None:
+    def __init__(self, message: str, code: Code = STARTUP) -> None:
         super().__init__(message, code)
 
 
@@ -80,6 +81,8 @@ class Config:
     """The session ``--show`` prints: an id, or ``last``."""
     all_directories: bool = False
     """``--sessions --all``: every working directory's sessions."""
+    quiet: bool = False
+    """``--quiet``: no usage line after a turn, no session id when the run ends."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,6 +146,12 @@ def _build_parser() -> _Parser:
     )
     parser.add_argument(
         "--json", action="store_true", help="stdout: one JSON object per event (pipe, one-shot)"
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no usage line after each turn, no session id at the end",
     )
     what = parser.add_mutually_exclusive_group()
     what.add_argument(
@@ -220,6 +229,8 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         # context, and error_chain would print its words a second time.
         raise StartupError(refused)
 
+    api_key = env.get(API_KEY_VARIABLE, "").strip()
+    hide(api_key)  # first: a message about a bad base URL may quote the key in it
     if args.base_url is not None:
         base_url = _base_url(args.base_url, "--base-url")
     elif env.get("DEEPSEEK_BASE_URL"):
@@ -238,7 +249,8 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         timeout = _timeout(env.get("DSH_TIMEOUT"), "DSH_TIMEOUT")
 
     model = args.model or env.get("DSH_MODEL") or DEFAULT_MODEL
-    home = Path(args.home or env.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
+    # Absolute: a resumed session runs in the directory it was started in (dsh changes to it).
+    home = Path(args.home or env.get("DSH_HOME") or Path.home() / ".dsh").expanduser().absolute()
     max_steps = _positive(args.max_steps, "--max-steps") if args.max_steps is not None else None
     if max_steps is None:
         max_steps = _positive(env.get("DSH_MAX_STEPS"), "DSH_MAX_STEPS") or DEFAULT_MAX_STEPS
@@ -258,8 +270,8 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         flag = "--sessions" if args.sessions else "--show"
         raise StartupError(f"{flag} takes no question and no --json (see dsh --help)")
 
-    api_key = env.get(API_KEY_VARIABLE, "").strip()
-    if not api_key and action == "chat":
+    # A server on this machine or a private network is the user's own: it may need no key.
+    if not api_key and action == "chat" and not is_local(base_url):
         raise StartupError(
             f"{API_KEY_VARIABLE} is not set: export your DeepSeek API key, "
             "or try the offline demo: dsh --demo",
@@ -287,6 +299,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         action=action,
         show=args.show,
         all_directories=args.all_directories,
+        quiet=args.quiet,
     )
 
 

@@ -12,6 +12,7 @@ Other flags are passed to dsh as they are.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -68,20 +69,24 @@ def _options(argv: Sequence[str]) -> tuple[bool, int, list[str]] | str:
     return down, deltas, rest
 
 
-def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
-    """Start the stub, point ``main`` (dsh itself) at it, and clean up afterwards."""
+def run_demo(argv: Sequence[str], main: Callable[..., int]) -> int:
+    """Start the stub, point ``main`` (dsh itself) at it, and clean up afterwards.
+
+    The session is not offered for resuming: its working directory (and, unless ``DSH_HOME``
+    was set, the session itself) is removed when the demo ends.
+    """
     if {"-h", "--help"} & set(argv):
         sys.stdout.write(_USAGE)
         return 0
+    from .render import neutralise
+
     parsed = _options(argv)
     if isinstance(parsed, str):
-        sys.stderr.write(f"dsh: startup failed: {parsed} (see dsh --demo --help)\n")
+        sys.stderr.write(f"dsh: startup failed: {neutralise(parsed)} (see dsh --demo --help)\n")
         return 2
     down, deltas, rest = parsed
     from dsh_core.chain import error_chain
     from dsh_core.testing import StubServer, closed_port
-
-    from .render import neutralise
 
     own_home = not os.environ.get("DSH_HOME")
     made: list[str] = []
@@ -107,11 +112,15 @@ def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int]) -> int:
         base_url = f"http://127.0.0.1:{closed_port()}" if down else server.url
         os.environ["DEEPSEEK_BASE_URL"] = base_url
         os.chdir(workdir)
-        sys.stderr.write(_banner(base_url, home, workdir))
+        sys.stderr.write(neutralise(_banner(base_url, home, workdir)))  # DSH_HOME is anything
         if down:
             sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
         sys.stderr.flush()
-        return main(rest)
+        status = main(rest, name_session=False)
+        removed = "directory and sessions are" if own_home else "directory is"
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"dsh demo: over; its temporary {removed} removed\n")
+        return status
     finally:
         server.stop()
         os.chdir(previous)

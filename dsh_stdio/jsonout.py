@@ -69,5 +69,5 @@ class JsonView(TurnView):
     def _end_line(self) -> None:
         pass  # every write is a whole line
 
-    def _outcome(self, end: TurnEnd) -> None:
+    def _outcome(self, end: TurnEnd, steps: int | None) -> None:
         pass  # the turn/end event says it

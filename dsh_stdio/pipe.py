@@ -1,8 +1,10 @@
 """Pipe mode (one turn per input line) and one-shot mode (``dsh "question"``).
 
-No prompt_toolkit here: on a pipe it would write redraws and a "not a terminal" warning into
-the transcript. Lines are read one at a time by a daemon thread, so a pipe that stays open
-does not hold back the first answer, and a blocked read never keeps the process alive.
+No prompt_toolkit on a pipe: it would write redraws and a "not a terminal" warning into the
+transcript (a one-shot run at a terminal loads it for an approval question, on stderr). Lines
+are read one at a time by a daemon thread, so a pipe that stays open does not hold back the
+first answer, and a blocked read never keeps the process alive. After a failure that every
+later line would meet too (``STOPPING_CODES``) the rest of the input is not sent.
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TextIO
 
+from dsh_core.approval import Answer, Asker, Question
+from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA
+
 from .runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
+from .tty import STDIN
 
-__all__ = ["LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
+__all__ = ["STOPPING_CODES", "LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +128,9 @@ class LineReader:
 
 _CHUNK = 1 << 16
 
+STOPPING_CODES = frozenset({AUTH, QUOTA, MISSING_CREDENTIAL})
+"""Failures the next line would meet again: a pipe stops sending after one (SPEC 12)."""
+
 
 async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
@@ -142,6 +152,14 @@ async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
                     continue
                 end = await runtime.run_turn(text, view)
             status = max(status, runtime.status(end))
+            if end.failure is not None and end.failure.code in STOPPING_CODES:
+                # Every later line would fail the same way, and cost a request each.
+                runtime.err.write(
+                    f"dsh: stopped reading input after {end.failure.code}: "
+                    "the remaining lines were not sent\n"
+                )
+                runtime.err.flush()
+                break
     except asyncio.CancelledError:
         if stopper.status is None:
             raise
@@ -175,8 +193,14 @@ def read_piped_stdin(stdin: int, limit: int) -> str | Overlong | None:
 async def run_one_shot(
     runtime: Runtime, question: str, piped: str | Overlong | None, out: TextIO
 ) -> int:
-    """One turn for ``dsh "question"``; piped input is appended after a blank line."""
+    """One turn for ``dsh "question"``; piped input is appended after a blank line.
+
+    With stdin on a terminal, a call that needs approval is asked about there (on stderr:
+    stdout is the answer, maybe a file or ``--json``); otherwise it is refused.
+    """
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    if os.isatty(STDIN):
+        runtime.ask_on(_question_on_stderr(runtime, stopper))
     view = runtime.view(out, terminal=out.isatty())
     try:
         if isinstance(piped, Overlong):
@@ -192,3 +216,30 @@ async def run_one_shot(
     finally:
         stopper.remove()
     return stopper.status if stopper.status is not None else runtime.status(end)
+
+
+def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
+    """The REPL's approval question, asked on stderr, for a one-shot run at a terminal."""
+    from .approve import TerminalQuestion
+
+    def before() -> None:
+        if runtime.current_view is not None:
+            runtime.current_view.before_question()
+
+    def after() -> None:
+        stopper.arm()  # the prompt removed the SIGINT handler
+        if runtime.current_view is not None:
+            runtime.current_view.after_question()
+
+    ask = TerminalQuestion(
+        sys.stderr, before=before, after=after, cancel_turn=lambda _: stopper.stop(signal.SIGINT)
+    )
+
+    async def on_stderr(question: Question) -> Answer:
+        from prompt_toolkit.application import create_app_session
+        from prompt_toolkit.output import create_output
+
+        with create_app_session(output=create_output(stdout=sys.stderr)):
+            return await ask(question)
+
+    return on_stderr

@@ -10,16 +10,32 @@ import re
 from typing import assert_never
 
 from dsh_core.chain import error_chain
-from dsh_core.errors import TOOL_REFUSED
+from dsh_core.classify import MISDIRECTED_STATUSES
+from dsh_core.errors import (
+    AUTH,
+    MISSING_CREDENTIAL,
+    QUOTA,
+    TIMEOUT,
+    TOOL_REFUSED,
+    TRANSPORT,
+    FailureRecord,
+)
 from dsh_core.events import ToolResult, TurnEnd
 from dsh_core.llm import RetryNotice, ToolCall, Usage
 from dsh_core.tools.base import count_lines
 
 __all__ = [
     "INTERRUPTED_LINE",
+    "clip",
+    "coloured_diff",
+    "compact",
     "neutralise",
+    "next_step",
     "outcome_line",
+    "output_tail",
+    "quote",
     "retry_notice",
+    "shown",
     "tool_call_line",
     "tool_result_line",
     "usage_line",
@@ -29,13 +45,18 @@ __all__ = [
 INTERRUPTED_LINE = "[turn interrupted by a previous process exit]"
 
 
-def outcome_line(end: TurnEnd) -> str | None:
-    """The one line SPEC section 3 prints after a turn that did not simply complete."""
+def outcome_line(end: TurnEnd, *, steps: int | None = None) -> str | None:
+    """The one line SPEC section 3 prints after a turn that did not simply complete.
+
+    A failure a person can do something about ends with that one step (SPEC section 12), and
+    the step limit names itself (``steps``: the limit the turn ran into) and its flag.
+    """
     match end.kind:
         case "error":
-            code = end.failure.code if end.failure else "UNKNOWN"
-            message = end.failure.message if end.failure else ""
-            return f"[turn failed {code}] {message}"
+            failure = end.failure or FailureRecord("UNKNOWN", "")
+            line = f"[turn failed {failure.code}] {failure.message}"
+            step = next_step(failure)
+            return f"{line} (next: {step})" if step else line
         case "aborted":
             return f"[turn aborted] {end.reason or ''}".rstrip()
         case "rejected":
@@ -45,17 +66,37 @@ def outcome_line(end: TurnEnd) -> str | None:
         case "max-tokens":
             return "[turn stopped at the output token limit]"
         case "max-steps":
-            return "[turn stopped at the step limit]"
+            limit = f"{steps} step{'' if steps == 1 else 's'} " if steps else ""
+            step = "send a message to go on, or raise --max-steps"
+            return f"[turn stopped at the step limit] {limit}(next: {step})"
         case "completed" | "other":
             return None  # a normal end, and so is a kind from a newer version
         case _:
             assert_never(end.kind)
 
 
+_NEXT_STEPS = {
+    AUTH: "check DEEPSEEK_API_KEY",
+    QUOTA: "top up the account's balance",
+    MISSING_CREDENTIAL: "export DEEPSEEK_API_KEY=..., or try dsh --demo",
+    TRANSPORT: "check --base-url, the network and HTTPS_PROXY, then try again",
+    TIMEOUT: "try again, or raise --timeout",
+}
+
+
+def next_step(failure: FailureRecord) -> str | None:
+    """What a person can do about a failed turn, in a few words; None when nothing is short."""
+    if failure.status in MISDIRECTED_STATUSES:
+        return "check --base-url: dsh adds /chat/completions to it"
+    if failure.code.startswith("HTTP_4"):
+        return "check --base-url and --model"
+    return _NEXT_STEPS.get(failure.code)
+
+
 def tool_call_line(call: ToolCall, summary: str, note: str = "") -> str:
-    """``[tool bash] $ pytest -q (not sandboxed)``: the call, before it runs; continuation
-    lines indented."""
-    line = f"[tool {call.name}] " + "\n  ".join(summary.split("\n"))
+    """``[tool bash] $ pytest -q (not sandboxed)``: the call, before it runs, inert; further
+    lines indented, and blank ones that could push a line out of sight counted instead."""
+    line = f"[tool {neutralise(call.name)}] " + "\n  ".join(compact(shown(summary)).split("\n"))
     return f"{line} {note}" if note else line
 
 
@@ -73,6 +114,31 @@ def tool_result_line(call: ToolCall, result: ToolResult) -> str:
     if result.truncated and result.output_file:
         line += f", cut short for the model (all of it in {result.output_file})"
     return line
+
+
+OUTPUT_TAIL_LINES = 5
+"""Lines of a command's output shown under its result line on a terminal."""
+_TAIL_WIDTH = 200
+"""Characters of one such line; the model got all of it."""
+_EXIT_MARKER = re.compile(r"\[exit code: -?\d+\]")
+
+
+def output_tail(result: ToolResult, limit: int = OUTPUT_TAIL_LINES) -> list[str]:
+    """The last non-blank lines of a command's output, for under its result line.
+
+    Without the failure line before the output and the ``[exit code: N]`` after it: the result
+    line says both. Empty for tools that run no command.
+    """
+    if result.exit_code is None or result.content == "(no output)":
+        return []
+    text = result.content.partition("\n")[2] if result.is_error else result.content
+    lines = [line for line in text.split("\n") if line.strip()]
+    if lines and _EXIT_MARKER.fullmatch(lines[-1]):
+        lines.pop()
+    return [
+        line if len(line) <= _TAIL_WIDTH else line[: _TAIL_WIDTH - 1] + "…"
+        for line in lines[-limit:]
+    ]
 
 
 def retry_notice(notice: RetryNotice, *, same_as_before: bool = False) -> str:
@@ -95,11 +161,15 @@ def usage_line(usage: Usage | None, seconds: float) -> str:
     return f"{line}, {seconds:.2f} s"
 
 
-# C0 controls but TAB and LF, DEL, C1 controls, and the Unicode bidi and line-separator
-# controls that can reorder or hide what the user sees (Trojan Source).
+# What a terminal must never receive raw (SPEC 10.9): C0 controls but TAB and LF, DEL, C1
+# controls; the invisible and format characters that hide, join or reorder what is shown
+# (zero-width space and joiners, marks, bidi embeddings, overrides and isolates, word joiner
+# and invisible operators, the BOM, the tag characters, the soft hyphen, Arabic letter mark,
+# Mongolian vowel separator, deprecated format controls, interlinear annotation); the line and
+# paragraph separators; and lone surrogates, which no UTF-8 stream can write.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ud800-\udfff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
 )
 _SURROGATES = re.compile("[\ud800-\udfff]")
 """Halves of a UTF-16 pair, alone: a model can send one (``"\\ud800"``), and no UTF-8 stream
@@ -122,5 +192,86 @@ def writable(text: str) -> str:
 
 
 def neutralise(text: str) -> str:
-    """Make model text inert on a terminal: controls become visible, newline and tab stay."""
+    """Make text inert for a person: control, invisible and format characters become visible
+    (``^[``, ``<U+200B>``); newline and tab stay, and CRLF is a newline.
+
+    Every byte dsh shows a person goes through it: model text on a terminal, notices, tool
+    lines, questions and diffs, reasoning, ``--show`` and ``--sessions``."""
     return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
+
+
+def shown(command: str) -> str:
+    """A command (or any call summary) made inert, its carriage returns kept visible: a CR is
+    part of what runs (``ls\\r`` is not ``ls``), never folded into a line end."""
+    return neutralise(command.replace("\r", "^M"))
+
+
+_WIDE_SPACE = re.compile(r"[^\S\n]{80,}")
+"""A run of blanks wider than a terminal line: it could push the rest of a line (and the lines
+after it) out of sight."""
+
+
+def compact(text: str) -> str:
+    """``text`` (already neutralised) with nothing that could hide a line: each run of two or
+    more blank lines becomes one ``[60 blank lines]``, a blank line is empty, and a run of 80
+    or more blanks inside a line becomes ``[5,000 spaces]`` (SPEC 10.10)."""
+    out: list[str] = []
+    blank = 0
+    for line in text.split("\n"):
+        if not line.strip():
+            blank += 1
+            continue
+        _blank_lines(out, blank)
+        blank = 0
+        out.append(_WIDE_SPACE.sub(_spaces, line))
+    _blank_lines(out, blank)
+    return "\n".join(out)
+
+
+def _blank_lines(out: list[str], count: int) -> None:
+    if count == 1:
+        out.append("")
+    elif count > 1:
+        out.append(f"[{count:,} blank lines]")
+
+
+def _spaces(match: re.Match[str]) -> str:
+    return f"[{len(match.group()):,} spaces]"
+
+
+def clip(text: str, *, lines: int, chars: int) -> tuple[str, int]:
+    """The first lines of ``text`` that fit in ``lines`` lines and ``chars`` characters, and
+    how many lines were left out."""
+    parts = text.split("\n")
+    size = 0
+    for index, line in enumerate(parts):
+        size += len(line) + 1
+        if index >= lines or size > chars:
+            return "\n".join(parts[:index]), len(parts) - index
+    return text, 0
+
+
+_QUOTE_LIMIT = 1_000
+"""Characters of the model's words a question quotes; the rest is counted."""
+
+
+def quote(text: str) -> str:
+    """The model's words as one inert, quoted line: ``"..."`` with its quotes and line breaks
+    escaped, so it can neither end the quote nor start a line of its own."""
+    import json
+
+    cut = len(text) - _QUOTE_LIMIT
+    quoted = neutralise(json.dumps(text[:_QUOTE_LIMIT], ensure_ascii=False))
+    return f"{quoted} [{cut:,} more characters]" if cut > 0 else quoted
+
+
+_DIFF_COLOURS = (("+++ ", "1"), ("--- ", "1"), ("@@", "36"), ("+", "32"), ("-", "31"))
+
+
+def coloured_diff(diff: str) -> str:
+    """A unified diff (already inert) in colour: additions green, removals red, hunks cyan."""
+    lines = []
+    for line in diff.split("\n"):
+        colour = next((code for start, code in _DIFF_COLOURS if line.startswith(start)), None)
+        lines.append(f"\x1b[{colour}m{line}\x1b[0m" if colour else line)
+    return "\n".join(lines)

@@ -27,16 +27,22 @@ from .render import neutralise
 from .runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
+from .tty import colour_wanted
 
 __all__ = ["COMMANDS", "run_repl"]
 
 COMMANDS = {
     "/help": "show this help",
-    "/exit": "leave (Ctrl-D on an empty line does the same)",
+    "/exit": "leave; so do /quit, exit or quit alone on a line, and Ctrl-D on an empty line",
     "/new": "start a fresh session",
     "/model NAME": "use another model for the next turns",
-    "/session": "show this session's id, log file and whether commands are sandboxed",
+    "/session": "this session: id, log, model, base URL, directory, sandbox, grants",
+    "//TEXT": "send a message that starts with / (//etc/hosts sends /etc/hosts)",
 }
+
+LEAVING = frozenset({"/exit", "/quit", "exit", "quit"})
+"""Lines that leave, as ``llm chat`` and shells take them."""
+HOW_TO_LEAVE = "dsh: Ctrl-C clears the line; to leave: Ctrl-D on an empty line, /exit or exit"
 
 
 def _create_prompt_bindings() -> KeyBindings:
@@ -85,8 +91,8 @@ def _help_text() -> str:
     return (
         "commands:\n"
         + "\n".join(lines)
-        + "\n  Alt-Enter inserts a newline; Ctrl-C cancels a turn; start a message with // to"
-        " send one that begins with /."
+        + "\n  Enter sends, Alt-Enter inserts a newline; Ctrl-C cancels a running turn and "
+        "clears the line at the prompt."
     )
 
 
@@ -101,7 +107,7 @@ class _Commands:
         name, _, argument = line.strip().partition(" ")
         argument = argument.strip()
         match name:
-            case "/exit":
+            case "/exit" | "/quit":
                 return False
             case "/help":
                 self._say(_help_text())
@@ -116,17 +122,40 @@ class _Commands:
                     self._runtime.conversation.model_name = argument
                     self._say(f"model: {argument}")
             case "/session":
-                log = self._runtime.conversation.log
-                sandbox = self._runtime.sandbox_state()
-                self._say(f"session {log.id}\nlog {log.path}\nsandbox {neutralise(sandbox)}")
+                self._say(_session_text(self._runtime))
             case _:
-                commands = " ".join(name.split()[0] for name in COMMANDS)
+                commands = " ".join(c.split()[0] for c in COMMANDS if not c.startswith("//"))
                 self._say(f"unknown command {name}; commands: {commands}")
         return True
 
     def _say(self, text: str) -> None:
-        self._out.write(text + "\n")
+        self._out.write(neutralise(text) + "\n")  # it may echo what was typed (/model NAME)
         self._out.flush()
+
+
+def _session_text(runtime: Runtime) -> str:
+    """``/session``: what this session talks to, where it works, and what it may do."""
+    conversation = runtime.conversation
+    config = runtime.config
+    granted = ", ".join(sorted(config.allow)) or "none"
+    always = (
+        ", ".join(
+            f'{tool} "{scope} ..."' if scope else tool
+            for tool, scope in sorted(conversation.approval.always)
+        )
+        or "none"
+    )
+    rows = [
+        ("session", conversation.log.id),
+        ("log", str(conversation.log.path)),
+        ("model", conversation.model_name),
+        ("base URL", runtime.model.base_url),
+        ("directory", os.getcwd()),
+        ("sandbox", runtime.sandbox_state()),
+        ("grants", f"--allow: {granted}; always this session: {always}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {neutralise(value)}" for name, value in rows)
 
 
 async def _show_resumed(runtime: Runtime, out: TextIO) -> None:
@@ -161,11 +190,20 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
 
     def show_turn_so_far() -> None:
         if runtime.current_view is not None:
-            runtime.current_view.pause()
+            runtime.current_view.before_question()
+
+    def go_on() -> None:
+        arm_ctrl_c()
+        if runtime.current_view is not None:
+            runtime.current_view.after_question()  # the call runs now: its live line
 
     runtime.ask_on(
         TerminalQuestion(
-            out, before=show_turn_so_far, after=arm_ctrl_c, cancel_turn=runtime.cancel_turn
+            out,
+            before=show_turn_so_far,
+            after=go_on,
+            cancel_turn=runtime.cancel_turn,
+            colour=colour_wanted(out),
         )
     )
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
@@ -179,12 +217,18 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
             try:
                 line = await editor.prompt_async("> ")
             except KeyboardInterrupt:
-                continue  # Ctrl-C at the prompt clears the line
+                # Ctrl-C at the prompt clears the line; on an empty one, say how to leave.
+                if not editor.default_buffer.text:
+                    out.write(HOW_TO_LEAVE + "\n")
+                    out.flush()
+                continue
             except EOFError:
                 break
             arm_ctrl_c()
             if not line.strip():
                 continue
+            if line.strip() in LEAVING:
+                break
             if line.startswith("//"):
                 line = line[1:]  # "//etc/hosts ..." sends "/etc/hosts ..."
             elif line.startswith("/"):

@@ -16,7 +16,13 @@ from typing import TextIO
 from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
 from dsh_core.context import system_prompt
-from dsh_core.deepseek import CONNECT_TIMEOUT, IDLE_TIMEOUT, READ_TIMEOUT, DeepSeekAdapter
+from dsh_core.deepseek import (
+    CHAT_PATH,
+    CONNECT_TIMEOUT,
+    IDLE_TIMEOUT,
+    READ_TIMEOUT,
+    DeepSeekAdapter,
+)
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
 from dsh_core.loop import Conversation
@@ -31,17 +37,19 @@ from dsh_core.tools.sandbox import (
 )
 from dsh_core.tools.workspace import child_environment
 
-from .config import Config
+from .config import Config, StartupError
 from .jsonout import JsonView
 from .render import INTERRUPTED_LINE, neutralise
 from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
 
-__all__ = ["TOOL_OUTPUT_DIR", "Runtime"]
+__all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime"]
 
 TOOL_OUTPUT_DIR = "tool-output"
 """Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
+OUTPUT_CLOSED = "output closed"
+"""The abort reason when stdout's reader went away (SPEC section 12)."""
 
 
 @dataclass
@@ -56,7 +64,7 @@ class Runtime:
     err: TextIO
     conversation: Conversation = field(init=False)
     asker: Asker | None = None
-    """The terminal's approval question; None on a pipe and in one-shot mode."""
+    """The terminal's approval question (the REPL, a one-shot run at a terminal); else None."""
     current_view: TurnView | None = None
     """The view of the turn running now."""
     json_view: JsonView | None = None
@@ -77,13 +85,20 @@ class Runtime:
         """Create or resume the session the flags ask for; say what loading repaired."""
         model = _adapter(config, terminal=terminal)
         model.check_key()  # a key that cannot be sent fails here, before a session exists
+        if config.base_url.endswith(CHAT_PATH):
+            # Said once up front; each failed turn says "check --base-url" too.
+            shown = neutralise(model.base_url)
+            err.write(f"dsh: the base URL {shown} ends in {CHAT_PATH}, which dsh adds itself\n")
         if config.tools and config.sandbox == "on":  # likewise a sandbox that cannot run
             path = child_environment().get("PATH", os.defpath)
             require_bwrap(path, network="network" in config.allow)
         store = SessionStore(config.home)
         cwd = Path.cwd()
         if config.resume is not None:
-            log, report = store.open(config.resume)
+            from .sessions import session_id
+
+            log, report = store.open(session_id(store, config.resume))
+            _enter_its_directory(log, err)
         elif config.continue_session:
             found = store.newest(cwd)
             if found is None:
@@ -143,6 +158,7 @@ class Runtime:
                 workspace=workspace,
                 network="network" in config.allow,
                 on_chosen=self._sandbox_chosen,
+                dsh_home=config.home,
             )
             toolbox = Toolbox(builtin_tools(workspace, launcher=lambda: launcher))
         prompt: str | None = None
@@ -201,7 +217,11 @@ class Runtime:
         """A TurnView for the next turn, wired so that a stdout that fails cancels the turn."""
 
         def output_failed(exc: OSError) -> None:
-            self.conversation.cancel(f"standard output failed: {error_chain(exc)}")
+            # A reader that went away (`dsh ... | head`) is no failure of ours: say it plainly.
+            if isinstance(exc, BrokenPipeError):
+                self.conversation.cancel(OUTPUT_CLOSED)
+            else:
+                self.conversation.cancel(f"standard output failed: {error_chain(exc)}")
 
         if self.config.json:
             if self.json_view is None:
@@ -216,6 +236,7 @@ class Runtime:
             show_reasoning=terminal or self.config.show_reasoning,
             colour=terminal and colour_wanted(out),
             on_output_error=output_failed,
+            usage=not self.config.quiet,
         )
 
     @property
@@ -261,14 +282,13 @@ class Runtime:
         return TurnEnd(-1, "error", FailureRecord.from_exception(exc))  # -1: not in the log
 
     def _shown(self, end: TurnEnd, view: TurnView) -> TurnEnd:
-        view.finish(end)
+        view.finish(end, steps=self.conversation.max_steps)
         if view.output_error is not None:
             # stdout is what failed, so the one place left to say it is stderr.
             self.output_failed = True
             with contextlib.suppress(OSError, ValueError):
-                self.err.write(
-                    f"dsh: cannot write to standard output: {error_chain(view.output_error)}\n"
-                )
+                reason = neutralise(error_chain(view.output_error))
+                self.err.write(f"dsh: cannot write to standard output: {reason}\n")
                 self.err.flush()
         return end
 
@@ -277,6 +297,26 @@ class Runtime:
         kept = self._close_log(self.conversation.log)
         await self.model.close()
         return kept
+
+
+def _enter_its_directory(log: SessionLog, err: TextIO) -> None:
+    """Run a resumed session in the directory it was started in, and say so when that is not
+    here: its tools and its recorded system prompt are about that directory.
+
+    Raises StartupError, with the way out, when that directory cannot be entered any more.
+    """
+    here = os.path.abspath(Path.cwd())
+    if log.cwd == here:
+        return
+    try:
+        os.chdir(log.cwd)
+    except OSError as exc:
+        log.close()
+        raise StartupError(
+            f"session {log.id} was started in {log.cwd}, which cannot be entered now; "
+            "start a new session (dsh without -r), or restore that directory"
+        ) from exc
+    err.write(neutralise(f"dsh: session {log.id} was started in {log.cwd}: running there") + "\n")
 
 
 def _adapter(config: Config, *, terminal: bool) -> DeepSeekAdapter:

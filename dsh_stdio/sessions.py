@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +35,7 @@ from dsh_core.errors import SessionLogError
 from dsh_core.events import AssistantStep, ToolResult, TurnEnd, TurnStart, UserText
 from dsh_core.llm import TextDelta, ToolCall
 from dsh_core.loop import ToolFinished, ToolStarting
-from dsh_core.session import SessionEvent, SessionStore, SessionSummary, read_log
+from dsh_core.session import LOG_NAME, SessionEvent, SessionStore, SessionSummary, read_log
 from dsh_core.tools import Toolbox
 
 from .config import Config
@@ -48,6 +49,7 @@ __all__ = [
     "print_listing",
     "print_transcript",
     "replay_events",
+    "session_id",
     "show_session",
 ]
 
@@ -89,10 +91,11 @@ def print_listing(
 ) -> int:
     """Print the sessions of ``cwd`` (or of every directory), newest first; return 0.
 
-    One line each: id, last activity (local time), turns, how the last turn ended (``open``
-    while a turn has no end: a running dsh, or one that died), with ``--all`` the directory,
-    then the first user message on one line. No sessions: one line on stderr saying so, and
-    stdout stays empty. Raises SessionLogError when the sessions directory cannot be read.
+    A header row, then one line each: id, last activity (local time), turns, how the last turn
+    ended (``open`` while a turn has no end: a running dsh, or one that died), with ``--all``
+    the directory, then the first user message on one line. No sessions: one line on stderr
+    saying so, and stdout stays empty. Raises SessionLogError when the sessions directory
+    cannot be read.
     """
     summaries = store.summaries(None if all_directories else cwd)
     if not summaries:
@@ -100,7 +103,9 @@ def print_listing(
         hint = "" if all_directories else " (dsh --sessions --all lists every directory's)"
         _note(err, f"no sessions yet {where}{hint}")
         return EXIT_OK
-    rows = [_row(summary, all_directories) for summary in summaries]
+    header = ["SESSION", "LAST ACTIVITY", "TURNS", "LAST TURN"]
+    header += ["DIRECTORY", "FIRST MESSAGE"] if all_directories else ["FIRST MESSAGE"]
+    rows = [header, *(_row(summary, all_directories) for summary in summaries)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
@@ -230,7 +235,7 @@ _PROBLEMS_NAMED = 5
 
 
 def _resolve(store: SessionStore, cwd: Path, ref: str) -> Path:
-    """The log that ``ref`` names: ``last``, or a session id (never a path)."""
+    """The log that ``ref`` names: ``last``, or a session id or its start (never a path)."""
     if ref == "last":
         path = store.newest_path(cwd)
         if path is None:
@@ -242,10 +247,33 @@ def _resolve(store: SessionStore, cwd: Path, ref: str) -> Path:
         found = _id_in_path(store, ref)
         hint = f": dsh --show {found}" if found else " (dsh --sessions lists them)"
         raise SessionLogError(f"{ref!r} is a path; --show takes a session id{hint}")
-    try:
-        return store.find(ref)
-    except SessionLogError as exc:
-        raise SessionLogError(f"{exc.message} (dsh --sessions --all lists them)") from None
+    return store.find(session_id(store, ref))
+
+
+_ID_START = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""What a session id, or the start of one, may look like: nothing a glob would expand."""
+_AMBIGUOUS_NAMED = 5
+"""Ids named when a prefix matches several; the rest are counted."""
+
+
+def session_id(store: SessionStore, ref: str) -> str:
+    """The id of the one stored session whose id is ``ref`` or begins with it.
+
+    Raises SessionLogError, with the way on, when no id or several ids begin with ``ref``.
+    """
+    if not _ID_START.fullmatch(ref):
+        raise SessionLogError(f"{ref!r} is not a session id (dsh --sessions lists them)")
+    ids = sorted({path.parent.name for path in store.root.glob(f"*/{ref}*/{LOG_NAME}")})
+    if ref in ids or len(ids) == 1:
+        return ref if ref in ids else ids[0]
+    if not ids:
+        hint = "dsh --sessions --all lists them"
+        raise SessionLogError(f"no session {ref!r} in {store.root} ({hint})")
+    named = ", ".join(ids[:_AMBIGUOUS_NAMED])
+    more = f" and {len(ids) - _AMBIGUOUS_NAMED} more" if len(ids) > _AMBIGUOUS_NAMED else ""
+    raise SessionLogError(
+        f"{ref!r} is the start of {len(ids)} session ids ({named}{more}): type more of the id"
+    )
 
 
 def _id_in_path(store: SessionStore, ref: str) -> str | None:
@@ -270,6 +298,12 @@ class _TranscriptView(TurnView):
     def show_waiting(self, text: str = TurnView.WAITING) -> None:
         """Nothing is being waited for."""
 
+    def _applied(self, preview: str) -> None:
+        """The log keeps no diff: what a question or an unasked edit showed is not replayed."""
+
+    def _output_tail(self, result: ToolResult) -> None:
+        """A command's last lines are a live courtesy; the transcript has its result line."""
+
     def _remark(self, text: str, *, dim: bool) -> None:
         # Only tool lines reach here (notices are dropped above): on stdout, as a terminal
         # shows them, whatever stdout is.
@@ -291,6 +325,7 @@ async def replay_events(
     """
     view: _TranscriptView | None = None
     calls: dict[str, ToolCall] = {}
+    steps = 0  # the turn's last step: at a ``max-steps`` end, the limit it ran into
 
     def current() -> _TranscriptView:
         nonlocal view
@@ -303,7 +338,7 @@ async def replay_events(
         if isinstance(record, TurnStart):
             if view is not None:  # the turn before has no end (damage): close its line
                 view.pause()
-            view, calls = None, {}
+            view, calls, steps = None, {}, 0
             current()
         elif isinstance(record, UserText):
             current().flush()  # what the view holds goes first
@@ -314,6 +349,7 @@ async def replay_events(
                     return exc
         elif isinstance(record, AssistantStep):
             # Reasoning is not replayed: a pipe does not print it on stdout.
+            steps = record.step
             if record.text:
                 current().on_event(TextDelta(record.text))
             calls.update((call.id, call) for call in record.tool_calls)
@@ -323,7 +359,7 @@ async def replay_events(
             current().on_event(ToolFinished(call, record))
         elif isinstance(record, TurnEnd):
             ended = current()
-            ended.finish(record)  # flushes
+            ended.finish(record, steps=steps)  # flushes
             view = None
             if ended.output_error is not None:
                 return ended.output_error

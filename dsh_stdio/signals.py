@@ -35,10 +35,20 @@ class Stopper:
         self._cancel_turn = cancel_turn
         self._main = main
         self._signals = signals
+        self.arm()
+
+    def arm(self) -> None:
+        """Install the handlers; again after a prompt_toolkit prompt, which removes the loop's
+        SIGINT handler when it ends."""
         loop = asyncio.get_running_loop()
-        for sig in signals:
+        for sig in self._signals:
             reason, status = self.REASONS[sig]
             loop.add_signal_handler(sig, self._stop, status, reason)
+
+    def stop(self, sig: signal.Signals) -> None:
+        """Act as if ``sig`` had come: Ctrl-C read as a key at an approval question."""
+        reason, status = self.REASONS[sig]
+        self._stop(status, reason)
 
     def _stop(self, status: int, reason: str) -> None:
         # The first signal decides, but a SIGTERM (or SIGHUP) after a Ctrl-C still means the

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TextIO, assert_never
 
 from dsh_core.chain import error_chain
-from dsh_core.events import TurnEnd
+from dsh_core.events import ToolResult, TurnEnd
 from dsh_core.llm import (
     Finish,
     KeepAlive,
@@ -29,6 +29,7 @@ from dsh_core.loop import LoopEvent, ToolFinished, ToolStarting, TurnFailed
 from .render import (
     neutralise,
     outcome_line,
+    output_tail,
     retry_notice,
     tool_call_line,
     tool_result_line,
@@ -50,6 +51,8 @@ class TurnView:
 
     WAITING = "… waiting for the model"
     BUSY = "… server busy, waiting"
+    TICK = 1.0
+    """Seconds between two updates of a running tool's line (and before the first)."""
 
     def __init__(
         self,
@@ -60,8 +63,11 @@ class TurnView:
         show_reasoning: bool,
         colour: bool = False,
         on_output_error: Callable[[OSError], None] | None = None,
+        usage: bool = True,
     ) -> None:
+        """``usage``: end a turn that ran its course with the usage notice (not ``--quiet``)."""
         self._out = out
+        self._usage = usage
         self._err = err
         self._terminal = terminal
         self._show_reasoning = show_reasoning
@@ -75,6 +81,13 @@ class TurnView:
         self._on_output_error = on_output_error
         self.output_error: OSError | None = None
         """Why stdout refused a write; from then on, output is dropped."""
+        self._tool: ToolStarting | None = None
+        """The call announced and not finished yet."""
+        self._asked = False
+        """The approval question was asked about ``_tool`` (and showed its preview)."""
+        self._tool_started = 0.0
+        self._ticker: asyncio.TimerHandle | None = None
+        """The next update of the running tool's line."""
         self.begin()
 
     def begin(self) -> None:
@@ -157,10 +170,42 @@ class TurnView:
 
     def pause(self) -> None:
         """Put everything on screen and leave the line empty, before someone else writes."""
+        self._stop_ticking()
         self._clear_waiting()
         self._end_reasoning_if_open()
         self._end_line()
         self.flush()
+
+    def before_question(self) -> None:
+        """The approval question is about to be asked: it shows the call's preview itself."""
+        self._asked = True
+        self.pause()
+
+    def after_question(self) -> None:
+        """The question was answered: the call runs now, so its line counts from here."""
+        if self._tool is not None:
+            self._start_ticking()
+
+    # A running tool's live line: "… bash running 12 s (Ctrl-C to stop)", on a terminal.
+
+    def _start_ticking(self) -> None:
+        self._stop_ticking()
+        self._tool_started = time.monotonic()
+        if self._terminal:
+            self._ticker = asyncio.get_running_loop().call_later(self.TICK, self._tick)
+
+    def _tick(self) -> None:
+        if self._tool is None:
+            return
+        seconds = int(time.monotonic() - self._tool_started)
+        name = neutralise(self._tool.call.name)
+        self.show_waiting(f"… {name} running {seconds} s (Ctrl-C to stop)")
+        self._ticker = asyncio.get_running_loop().call_later(self.TICK, self._tick)
+
+    def _stop_ticking(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
 
     # Events.
 
@@ -188,13 +233,32 @@ class TurnView:
                 self._end_reasoning_if_open()
                 self._end_line()
                 self._remark(tool_call_line(call, summary, note), dim=False)
+                self._tool, self._asked = event, False
+                self._start_ticking()
             case ToolFinished(call=call, result=result):
+                self._stop_ticking()
+                started, self._tool = self._tool, None
+                if started is not None and not self._asked and not result.is_error:
+                    self._applied(started.preview)
                 self._remark(tool_result_line(call, result), dim=False)
+                self._output_tail(result)
                 self.show_waiting()
             case Finish() | ToolCallRequest() | TurnFailed():
                 pass
             case _:
                 assert_never(event)
+
+    def _applied(self, preview: str) -> None:
+        """On a terminal, the diff of an edit that ran without a question (``[a]``, --allow):
+        what changed is shown whether or not anybody was asked."""
+        if self._terminal and preview:
+            self._write(neutralise(preview).rstrip("\n") + "\n")
+
+    def _output_tail(self, result: ToolResult) -> None:
+        """On a terminal, the last lines of a command's output, dim, under its result line."""
+        if self._terminal:
+            for line in output_tail(result):
+                self._write(self._dim("  " + neutralise(line)) + "\n")
 
     def _text(self, text: str) -> None:
         self._write(neutralise(text) if self._terminal else writable(text))
@@ -209,7 +273,7 @@ class TurnView:
                 self._write(self._dim(neutralise(text)))
         elif self._show_reasoning:
             self._in_reasoning = True
-            self._to_stderr(text)
+            self._to_stderr(neutralise(text))  # for a person, not data: nothing raw (10.9)
         else:
             self._in_reasoning = True
 
@@ -226,19 +290,24 @@ class TurnView:
         else:
             self._to_stderr("\n")
 
-    def finish(self, end: TurnEnd) -> None:
-        """End the answer's line, then the outcome line and the usage notice."""
+    def finish(self, end: TurnEnd, *, steps: int | None = None) -> None:
+        """End the answer's line, then the outcome line and the usage notice.
+
+        ``steps``: the step limit, which a ``max-steps`` outcome line names.
+        """
+        self._stop_ticking()
+        self._tool = None
         self._clear_waiting()
         self._end_reasoning_if_open()  # the turn ended while the model was still thinking
         self._end_line()
-        self._outcome(end)
+        self._outcome(end, steps)
         self.flush()
-        if end.kind in ("completed", "max-tokens", "max-steps"):
+        if self._usage and end.kind in ("completed", "max-tokens", "max-steps"):
             self.notice(usage_line(self.usage, time.monotonic() - self.started))
             self.flush()
 
-    def _outcome(self, end: TurnEnd) -> None:
-        line = outcome_line(end)
+    def _outcome(self, end: TurnEnd, steps: int | None) -> None:
+        line = outcome_line(end, steps=steps)
         if line is not None:
             self._write(neutralise(line) + "\n")  # it may quote the server's words
 

@@ -9,10 +9,11 @@ import pytest
 # Its asserts (assert_no_canary) show their values as a conftest's do; before the import.
 pytest.register_assert_rewrite("tests.support")
 
+from dsh_core.masking import SECRETS  # noqa: E402
 from tests.support import CANARY_KEY  # noqa: E402
 
 # CANARY_KEY lives in tests.support (the benches use it too); tests import it from here.
-__all__ = ["CANARY_KEY", "clean_environ"]
+__all__ = ["CANARY_KEY", "clean_environ", "no_secrets_from_earlier_tests"]
 
 _OUR_VARIABLES = (
     "DEEPSEEK_API_KEY",
@@ -38,3 +39,9 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in _OUR_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def no_secrets_from_earlier_tests() -> None:
+    """A key hidden by an earlier test (an adapter made with the canary) masks nothing here."""
+    SECRETS.clear()

@@ -59,7 +59,8 @@ def test_demo_down_shows_the_transport_chain(tmp_path: Path) -> None:
     assert re.fullmatch(
         r"\[turn failed TRANSPORT\] DeepSeek API request to http://127\.0\.0\.1:(\d+) failed: "
         r"All connection attempts failed: \[Errno 111\] Connect call failed "
-        r"\('127\.0\.0\.1', \1\)\n",
+        r"\('127\.0\.0\.1', \1\) \(next: check --base-url, the network and HTTPS_PROXY, "
+        r"then try again\)\n",
         result.stdout,
     ), result.stdout
     assert result.stderr.count("retrying in") == 4
@@ -74,9 +75,10 @@ def demo_terminal(argv: list[str], tmp_path: Path) -> Terminal:
 
 
 def leave_demo(term: Terminal) -> None:
-    """Ctrl-D: the demo ends with 0 and names the session to resume."""
+    """Ctrl-D: the demo ends with 0, and offers no session to resume: its directory is gone."""
     assert term.leave() == 0
-    assert re.search(r"dsh: session (\S+) \(dsh -r \1 to resume\)\r\n", term.child.before)
+    assert "dsh demo: over; its temporary directory is removed\r\n" in term.child.before
+    assert "dsh -r" not in term.child.before
 
 
 @pytest.mark.parametrize("argv", [DSH_DEMO, DEMO], ids=["dsh --demo", "scripts/demo_repl.py"])

@@ -1,6 +1,8 @@
 """Fakes for tests and the demo, shipped with dsh as ``trio.testing`` ships with trio.
 
 - :class:`ScriptedModel`: a :class:`~dsh_core.llm.ChatModel` that plays queued event scripts.
+- :class:`ManualClock`: a :class:`~dsh_core.clock.Clock` that moves when a test says so.
+- :mod:`.conformance`: the checks every ``ChatModel`` passes, the fake and the adapter alike.
 - :class:`StubServer`: a real OpenAI-compatible server on loopback that fails on demand; the
   demo (``dsh --demo``) runs against it, and so do the end-to-end tests. Tests script it with
   the behaviours (:class:`Answer`, :class:`ToolCalls`, :class:`HttpError`, ...); it refuses a
@@ -28,6 +30,8 @@ from .behaviours import SlowStream as SlowStream
 from .behaviours import Stall as Stall
 from .behaviours import ToolCalls as ToolCalls
 from .behaviours import WrongContentType as WrongContentType
+from .clock import ManualClock as ManualClock
+from .scripted import Hang as Hang
 from .scripted import Script as Script
 from .scripted import ScriptedModel as ScriptedModel
 from .server import StubServer as StubServer
@@ -53,12 +57,14 @@ __all__ = [
     "Disconnect",
     "Empty",
     "EndWithoutDone",
+    "Hang",
     "Held",
     "HttpError",
     "InBandError",
     "KeepAlives",
     "LongStream",
     "Malformed",
+    "ManualClock",
     "RawStream",
     "Script",
     "ScriptedModel",

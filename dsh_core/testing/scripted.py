@@ -2,20 +2,31 @@
 
 model = ScriptedModel()
 model.enqueue([TextDelta("Hello"), Finish("stop")], LlmError("overloaded", "SERVER"))
+model.enqueue([TextDelta("Partial"), Hang()])    # then nothing, until the request is cancelled
+
+It behaves as :class:`~dsh_core.deepseek.DeepSeekAdapter` does where the loop can tell (the
+conformance kit, :mod:`.conformance`, checks both): failures are ``LlmError``, and a cancelled
+request lets ``CancelledError`` through.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..llm import ChatRequest, Event
 
-__all__ = ["Script", "ScriptedModel"]
+__all__ = ["Hang", "Script", "ScriptedModel"]
 
-Script = list[Event | BaseException] | BaseException
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    """A script item: the stream waits here until the request is cancelled (a stalled server)."""
+
+
+Script = Sequence[Event | BaseException | Hang] | BaseException
 
 
 @dataclass
@@ -47,9 +58,12 @@ class ScriptedModel:
         for item in script:
             if self.delay:
                 await asyncio.sleep(self.delay)
-            if isinstance(item, BaseException):
+            if isinstance(item, Hang):
+                await asyncio.Event().wait()  # set by nobody: only a cancel ends it
+            elif isinstance(item, BaseException):
                 raise item
-            yield item
+            else:
+                yield item
 
     async def close(self) -> None:
         return None

@@ -35,9 +35,13 @@ class StubServer:
         *,
         long_deltas: int = 20_000,
         long_chunk_events: int = 256,
+        key_required: bool = True,
     ) -> None:
-        """``long_deltas`` and ``long_chunk_events`` shape the ``long`` trigger's answer."""
+        """``long_deltas`` and ``long_chunk_events`` shape the ``long`` trigger's answer.
+        ``key_required=False`` answers requests without an ``Authorization`` header, as a
+        local vLLM started without ``--api-key`` does."""
         self._host = host
+        self._key_required = key_required
         self._port = port
         self._triggers = TriggerPicker(LongStream(long_deltas, long_chunk_events))
         self._lock = threading.Lock()
@@ -213,7 +217,9 @@ class StubServer:
         except ValueError:
             await send_json(writer, 400, error_body("Request body is not JSON", "invalid"))
             return keep_alive
-        authorized = headers.get("authorization", "").startswith("Bearer ")
+        authorized = not self._key_required or headers.get("authorization", "").startswith(
+            "Bearer "
+        )
         with self._lock:
             self._requests.append(payload)
             self._headers.append(headers)

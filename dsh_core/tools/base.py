@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..errors import TOOL_FAILED, FailureRecord, HarnessError
+from ..errors import TOOL_FAILED, Code, HarnessError
+from ..events import ToolOutput as ToolOutput
 from ..llm import ToolCall, ToolSpec
 
 __all__ = [
@@ -41,7 +42,7 @@ AccessKind = Literal["read", "write", "shell"]
 class ToolError(HarnessError):
     """A tool call that cannot run or did not work: bad arguments, a missing file, a timeout."""
 
-    def __init__(self, message: str, code: str = TOOL_FAILED) -> None:
+    def __init__(self, message: str, code: Code = TOOL_FAILED) -> None:
         super().__init__(message, code)
 
 
@@ -60,43 +61,21 @@ class Access:
     ``--allow`` says."""
     note: str = ""
     """A remark for the approval question, e.g. ``(sandboxed: writes only /src, no network)``."""
+    scope: str | None = ""
+    """What a person's "always" to this call covers of the tool's later calls: ``""`` all of
+    them; a command's first word (``pytest``) the commands that begin with it; None nothing,
+    for a call that no "always" may cover (a command that is not one simple command)."""
 
     @property
     def may_remember(self) -> bool:
         """Whether a person's "always" may cover this call: not when it reaches outside the
-        working directory, touches a protected path or leaves the sandbox."""
-        return not (self.outside or self.protected or self.leaves_sandbox)
+        working directory, touches a protected path, leaves the sandbox, or has no scope."""
+        return not (self.outside or self.protected or self.leaves_sandbox or self.scope is None)
 
     @property
     def changes_anything(self) -> bool:
         """Whether the call may change files or run anything (its ``tool/call`` is fsynced)."""
         return self.kind != "read"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutput:
-    """What a call produced, as the model will read it."""
-
-    content: str
-    """The text sent to the model; ``Error: <chain>`` for a failure."""
-    failure: FailureRecord | None = None
-    """Set when the call failed; its message is what ``content`` quotes."""
-    exit_code: int | None = None
-    """A command's exit status."""
-    truncated: bool = False
-    """``content`` was cut to the cap; ``output_file`` holds all of it."""
-    output_file: str | None = None
-
-    @classmethod
-    def failed(cls, exc: BaseException, *, content_after: str = "") -> ToolOutput:
-        """A failure as the model reads it: ``Error: <error_chain>``, then any partial output."""
-        record = FailureRecord.from_exception(exc)
-        if not isinstance(exc, HarnessError):
-            record = FailureRecord(TOOL_FAILED, record.message)
-        content = record.as_tool_result
-        if content_after:
-            content = f"{content}\n{content_after}"
-        return cls(content, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +87,11 @@ class Invocation:
     """One line for the transcript and the question: ``$ pytest -q``, ``src/app.py``."""
     run: Callable[[], Awaitable[ToolOutput]]
     preview: str = ""
-    """More for the approval question: a unified diff for ``write``/``edit``."""
+    """More for the approval question: a unified diff for ``write``/``edit``, whole (the front
+    door decides how much of it fits)."""
+    quoted: tuple[tuple[str, str], ...] = ()
+    """What the model wrote about the call, by what it is (``("justification", "...")``):
+    the question shows each quoted on a line of its own, never as dsh's own words."""
 
 
 class Tool(Protocol):

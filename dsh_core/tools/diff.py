@@ -1,11 +1,13 @@
-"""The unified diff an approval question shows for ``write`` and ``edit``, bounded.
+"""The unified diff an approval question shows for ``write`` and ``edit``.
 
     --- a/src/app.py
     +++ b/src/app.py
     @@ -41,7 +41,7 @@
     ...
 
-A new file is diffed from ``/dev/null``; an absolute (outside) path keeps its own name.
+A new file is diffed from ``/dev/null``; an absolute (outside) path keeps its own name. The diff
+is whole: how much of it fits on a screen is the front door's business, which says how many
+lines it leaves out and shows them all when asked (SPEC 10.10).
 """
 
 from __future__ import annotations
@@ -15,11 +17,8 @@ import re
 
 from .paths import counted
 
-__all__ = ["MAX_DIFF_CHARS", "MAX_DIFF_LINES", "MAX_DIFF_SPAN", "unified_diff"]
+__all__ = ["MAX_DIFF_SPAN", "unified_diff"]
 
-MAX_DIFF_LINES = 300
-"""Lines of a diff shown in the approval question; the rest is counted in a marker."""
-MAX_DIFF_CHARS = 30_000
 MAX_DIFF_SPAN = 5_000
 """Lines that differ, per side, beyond which no line-by-line diff is computed (difflib is
 quadratic at worst): the preview says what changed in size instead."""
@@ -29,11 +28,11 @@ _HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
 def unified_diff(shown: str, old: str | None, new: str) -> str:
-    """A unified diff from ``old`` (None: a new file, from ``/dev/null``) to ``new``, bounded.
+    """A unified diff from ``old`` (None: a new file, from ``/dev/null``) to ``new``.
 
     The common head and tail are trimmed before difflib sees the rest (an edit in a long file
-    costs what the edit costs), and the result is cut at :data:`MAX_DIFF_LINES` lines or
-    :data:`MAX_DIFF_CHARS` characters with a marker saying how much is left out.
+    costs what the edit costs); past :data:`MAX_DIFF_SPAN` differing lines no line-by-line
+    diff is made, and the result says what changed in size instead.
     """
     name = shown if os.path.isabs(shown) else None
     before = _split(old or "")
@@ -72,7 +71,6 @@ def unified_diff(shown: str, old: str | None, new: str) -> str:
     if not lines:
         return "(a new, empty file)"
     out: list[str] = []
-    size = 0
     for index, line in enumerate(lines):
         if index < 2:  # the ---/+++ header: difflib puts a newline on neither
             text = line.rstrip("\n")
@@ -82,10 +80,6 @@ def unified_diff(shown: str, old: str | None, new: str) -> str:
                 text = text[:-1]
             elif not text.startswith("@@"):
                 text += "\n\\ No newline at end of file"
-        size += len(text) + 1
-        if len(out) >= MAX_DIFF_LINES or size > MAX_DIFF_CHARS:
-            out.append(f"[diff cut: {len(lines) - index:,} more lines not shown]")
-            break
         out.append(text)
     return "\n".join(out)
 

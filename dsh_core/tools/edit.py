@@ -93,7 +93,7 @@ class WriteTool:
                 f"has {counted(lines, 'line')}, {format_size(len(data))})"
             )
         else:
-            preview = unified_diff(target.shown, old, content)
+            preview = unified_diff(target.leads, old, content)
         summary = target.described(writing=True)
         if before is None:
             summary += " (new file)"
@@ -150,7 +150,7 @@ class EditTool:
             return ToolOutput(f"replaced {what} in {target.shown} ({where})")
 
         preview = unified_diff(
-            target.shown, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
+            target.leads, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
         )
         summary = target.described(writing=True)
         if replace_all:

@@ -3,10 +3,11 @@
 A path resolves against :attr:`Workspace.root` (absolute paths and ``~`` allowed), symlinks
 followed; whatever lands outside the root is *outside*, which the approval policy asks about::
 
-    target = resolve(workspace, "notes.md")
-    target.real          # absolute, symlinks followed: what is opened
-    target.shown         # the path as given, relative when it is inside: for summaries and results
-    target.outside       # () inside, else (target.real,): what Access lists
+    target = resolve_path(workspace, arguments, "file_path")
+    target.real      # absolute, symlinks followed: what is opened
+    target.shown     # the path as given, relative when it is inside: for results
+    target.summary   # where it leads, resolved, on one line: for the question (SPEC 10.10)
+    target.outside   # () inside, else (target.real,): what Access lists
     target.guarded(writing=True)   # ("notes.md -> .git/config (protected: .git/config)",)
 
 The policy of :mod:`.trust` is applied here for every file tool: a path is judged by where it
@@ -17,9 +18,9 @@ own ``/proc`` files, by any spelling (``/proc/self``, ``/dev/fd/...``, a symlink
 ``/proc/self/cwd``), is refused outright: every step of the resolution is checked, not only its
 end (:func:`real_path`).
 
-Names are never cleaned up here: the front door neutralises what it shows on a terminal. Only
-lists that put one name per line (``glob``, ``grep``) quote a name with a line break in it
-(:func:`list_name`), so the model can tell where a name ends.
+Names are never cleaned up here: the front door neutralises what it shows on a terminal. What
+must stay on one line (a summary, the lists of ``glob`` and ``grep``) quotes a name with a line
+break in it (:func:`list_name`), so nobody can be shown where a name ends but the next line.
 """
 
 from __future__ import annotations
@@ -65,10 +66,12 @@ class Target:
     inside: bool
     """Whether ``real`` is the working directory or below it."""
     shown: str
-    """For summaries and results: as given, or relative to the working directory when inside."""
-    leads_to: str = ""
-    """For a path inside: where it really leads, relative to the working directory, when that is
-    not what ``shown`` says (a symlink on the way); else empty."""
+    """For results: as given, or relative to the working directory when inside."""
+    named: str
+    """The path as named, ``..`` and ``.`` resolved but no link followed, as :attr:`summary`
+    shows it: relative when inside, on one line."""
+    leads: str
+    """:attr:`real` as :attr:`summary` shows it: relative when inside, on one line."""
     protected: str | None = None
     """The protected location ``real`` is in (SPEC 10.2: ``.git/config``, ``.git/hooks/``,
     ``.dsh/``, ``.agents/``): what ``write`` and ``edit`` may change only with a yes each time."""
@@ -82,12 +85,11 @@ class Target:
 
     @property
     def summary(self) -> str:
-        """``shown``, and where it really leads when that differs (a symlink may hide it)."""
-        if self.inside:
-            return f"{self.shown} -> {self.leads_to}" if self.leads_to else self.shown
-        if self.shown == self.real:
-            return f"{self.shown} (outside the working directory)"
-        return f"{self.shown} (outside the working directory: {self.real})"
+        """Where the call acts, resolved (SPEC 10.10): ``.git/config`` for a path padded to
+        look like another; ``notes.md -> .git/config`` when a link leads elsewhere; marked
+        when it is outside the working directory."""
+        where = self.leads if self.named == self.leads else f"{self.named} -> {self.leads}"
+        return where if self.inside else f"{where} (outside the working directory)"
 
     def guarded(self, *, writing: bool) -> tuple[str, ...]:
         """What :attr:`Access.protected` lists for a call on this path: the summary and why a
@@ -144,10 +146,10 @@ def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
         os.fsencode(given)
     except UnicodeError as exc:  # a lone surrogate from JSON: no file can be named that
         raise ToolError(f"invalid arguments: {name} is not a valid file name") from exc
-    root = str(workspace.root)
-    path = os.path.join(root, _expand_home(given))  # ".." after a symlink: resolved, not cut
+    root = workspace.root
+    joined = os.path.join(root, _expand_home(given))  # ".." after a symlink: resolved, not cut
     try:
-        real, passed = real_path(path)
+        real, passed = real_path(joined)
     except (OSError, ValueError) as exc:
         raise ToolError(f"invalid arguments: cannot resolve {name} {given!r}") from exc
     for step in passed:
@@ -156,17 +158,19 @@ def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
                 f"{name} {given} is in dsh's own process files ({where}), which hold its API key: "
                 "no tool may open them, whoever approves"
             )
-    shown = display_path(workspace.root, given)
     credentials = None
     if not is_within(real, workspace.own_output):  # the command output it was told to read
         credentials = workspace.credentials.reason(real)
-    if not is_within(real, root):
-        return Target(given, real, False, shown, credentials=credentials)
-    relative = os.path.relpath(real, root)
-    leads_to = relative if relative != os.path.relpath(path, root) else ""
-    return Target(
-        given, real, True, shown, leads_to, protected_reason(PurePath(relative)), credentials
-    )
+    named, leads = (_summary_path(root, path) for path in (os.path.normpath(joined), real))
+    inside = is_within(real, str(root))
+    protected = protected_reason(PurePath(os.path.relpath(real, root))) if inside else None
+    shown = display_path(root, given)
+    return Target(given, real, inside, shown, named, leads, protected, credentials)
+
+
+def _summary_path(root: Path, path: str) -> str:
+    """An absolute, normalised path for a summary: relative when inside ``root``, one line."""
+    return list_name(os.path.relpath(path, root) if is_within(path, str(root)) else path)
 
 
 _MAX_LINKS = 40

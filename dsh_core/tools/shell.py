@@ -15,11 +15,13 @@ for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
 (``command timed out after N s``) with the partial output after it; a cancelled call is an
 ``ABORTED`` failure with its partial output.
 
-How the shell is started is a :class:`~.launchers.Launcher`'s business: it turns the shell's
-command line into the one that is run and names what the approval question says about it
-(:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox` is a
-launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... -- bash -c
-<command>``, writing only in the working directory, no network). A call may ask to leave it
+How the shell is started is a :class:`~.launchers.Launcher`'s business: for each command it
+gives a :class:`~.launchers.Launch` (the command line that is run, descriptors to pass, where
+Ctrl-C goes, and lines for the result once it ended), and it names what the approval question says
+about it (:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox`
+is a launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... --
+bash -c <command>``, writing only in the working directory, no network). The shell itself is
+never taken from a ``PATH`` directory inside the working directory. A call may ask to leave it
 (``sandbox: false`` with a ``justification``: its :class:`~dsh_core.tools.base.Access` has
 ``leaves_sandbox``, which is always asked about), and a command that exits non-zero inside it
 gets a last line saying what the sandbox forbids. A :class:`~.launchers.DeferredLauncher`
@@ -31,28 +33,68 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, assert_never
 
 from ..errors import ABORTED
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
+from .confinement import on_path
 from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 from .workspace import Workspace
 
-__all__ = ["BashTool", "shell_argv"]
+__all__ = ["LEAVING_NOTE", "BashTool", "command_word", "shell_argv"]
+
+LEAVING_NOTE = "(not sandboxed: the model asks to run it outside the sandbox)"
+"""The question's note for ``sandbox: false``; the model's justification is quoted apart."""
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./+-]+")
+"""A program name or path: no assignment (``PATH=. pytest``), quote or expansion in it."""
+_NOT_SIMPLE = re.compile(r"[;&|<>()`$\\\n\r{}]")
+"""What makes a command line more than one program with plain arguments: lists, pipes,
+redirections, subshells, substitutions and expansions, escapes, more than one line."""
+_RUNNER_NAMES = (
+    "bash sh dash zsh ksh fish env sudo doas su xargs eval exec command builtin nohup nice "
+    "timeout time watch"
+)
+_RUNNERS = frozenset(_RUNNER_NAMES.split())
+"""Programs whose arguments are another command: "always" for them would cover anything."""
 
 
-def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:
-    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``."""
-    import shutil  # with bz2 and lzma it costs startup time; only a command needs it
+def command_word(command: str) -> str | None:
+    """The first word of ``command`` when it is one simple command that an "always" answer
+    may cover (``pytest`` for ``pytest -q tests``); None otherwise.
 
+    Conservative by design: a command with anything the shell would treat as more than a
+    program and its arguments (``pytest; rm -rf ~``, ``pytest $(curl ...)``, two lines) has
+    no first word to trust, and neither has one that only runs another (``env``, ``sudo``).
+    """
+    command = command.strip(" \t\n")  # a trailing newline changes nothing that runs
+    if _NOT_SIMPLE.search(command):
+        return None
+    words = command.split()
+    if not words or not _PLAIN_WORD.fullmatch(words[0]) or words[0] in _RUNNERS:
+        return None
+    return words[0]
+
+
+def shell_argv(command: str, environment: Mapping[str, str], root: Path | None = None) -> list[str]:
+    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``.
+
+    A ``PATH`` directory under ``root`` (the working directory, which sandboxed commands write)
+    or a relative one is passed over: dsh never starts a program a command could have planted.
+    """
     path = environment.get("PATH", os.defpath)
-    shell = shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
-    return [shell, "-c", command]
+    for name in ("bash", "sh"):
+        shell, _ = on_path(name, path, root=root)
+        if shell is not None:
+            return [shell, "-c", command]
+    return ["/bin/sh", "-c", command]
 
 
 class BashTool:
@@ -94,39 +136,43 @@ class BashTool:
         launcher = self.launcher
         if isinstance(launcher, DeferredLauncher):
             launcher = launcher.resolve()
-        access = Access("shell", note=launcher.note)
+        access = Access("shell", note=launcher.note, scope=command_word(command))
+        quoted: tuple[tuple[str, str], ...] = ()
         sandbox = launcher if isinstance(launcher, Sandbox) else None
         if justification is not None and sandbox is not None:
             # Only a sandbox can be left: without one, sandbox: false changes nothing.
             sandbox, launcher = None, UNSANDBOXED
-            note = f"(not sandboxed: {justification})"
-            access = Access("shell", leaves_sandbox=True, note=note)
+            access = Access("shell", leaves_sandbox=True, note=LEAVING_NOTE)
+            quoted = (("justification", justification),)  # the model's words, never dsh's
 
         async def run() -> ToolOutput:
             return await self._run(command, timeout_s, launcher, sandbox)
 
-        return Invocation(access, f"$ {command}", run)
+        return Invocation(access, f"$ {command}", run, quoted=quoted)
 
     async def _run(
         self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None
     ) -> ToolOutput:
         workspace = self.workspace
-        argv = launcher.wrap(shell_argv(command, workspace.environment))
+        argv = shell_argv(command, workspace.environment, workspace.root)
         output = CappedOutput(workspace.output_dir, limit=OUTPUT_LIMIT, prefix="bash-")
-        try:
-            completion = await run_child(
-                argv,
-                cwd=workspace.root,
-                env=workspace.environment,
-                sink=output.feed,
-                time_limit=timeout_s,
-                timings=self.timings,
-            )
-        except OSError as exc:
-            raise ToolError(f"could not start {argv[0]} in {workspace.root}") from exc
-        finally:
-            output.close()
-        return _result(completion, output, timeout_s, sandbox)
+        with launcher.launch(argv) as launch:
+            try:
+                completion = await run_child(
+                    launch.argv,
+                    cwd=workspace.root,
+                    env=workspace.environment,
+                    sink=output.feed,
+                    time_limit=timeout_s,
+                    timings=self.timings,
+                    pass_fds=launch.pass_fds,
+                    signal_group=launch.signal_group,
+                )
+            except OSError as exc:
+                raise ToolError(f"could not start {launch.argv[0]} in {workspace.root}") from exc
+            finally:
+                output.close()
+        return _result(completion, output, timeout_s, sandbox, launch.notes)
 
 
 def _command(arguments: Mapping[str, Any]) -> str:
@@ -173,10 +219,14 @@ def _timeout_s(arguments: Mapping[str, Any]) -> float:
 
 
 def _result(
-    completion: Completion, output: CappedOutput, timeout_s: float, sandbox: Sandbox | None
+    completion: Completion,
+    output: CappedOutput,
+    timeout_s: float,
+    sandbox: Sandbox | None,
+    notes: list[str],
 ) -> ToolOutput:
     """The call's result: the output, then how the command ended (and what the sandbox forbids,
-    when a sandboxed command failed by itself)."""
+    when a sandboxed command failed by itself; and what it undid afterwards, ``notes``)."""
     code = completion.returncode
     text = output.text()
     said = text
@@ -186,6 +236,8 @@ def _result(
         text = _end_line(text, f"[killed by signal {-code} ({signal_name(-code)})]")
     if code != 0 and sandbox is not None and completion.ended == "exited":
         text = _end_line(text, sandbox.explain(said))
+    for note in notes:
+        text = _end_line(text, note)
     sent = ", then ".join(signum.name for signum in completion.signals)
     sent = f" (sent {sent})" if sent else ""
     match completion.ended:

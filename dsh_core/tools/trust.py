@@ -48,9 +48,11 @@ CREDENTIAL_NAMES = (
 )
 """Relative to the user's home directory: where credentials live (SPEC 10.4)."""
 
-GIT_PROTECTED_NAMES = ("config", "hooks")
+GIT_PROTECTED_NAMES = ("config", "hooks", "commondir", "config.worktree")
 """Inside a ``.git`` directory: what git runs code from at the user's next ``git`` command
-(``core.fsmonitor``, ``core.hooksPath``, aliases, filters; hook scripts)."""
+(``core.fsmonitor``, ``core.hooksPath``, aliases, filters; hook scripts), and what moves where
+it reads those from (``commondir`` names another directory for ``config`` and ``hooks``;
+``config.worktree`` is read too once ``extensions.worktreeConfig`` is set)."""
 
 PROTECTED_DIR_NAMES = (".dsh", ".agents")
 """dsh's own project directories: what they hold steers later sessions."""

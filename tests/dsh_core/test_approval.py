@@ -67,7 +67,7 @@ def test_the_decision_table(name: str) -> None:
 
     async def ask(question: Question) -> Answer:
         asked.append(question)
-        return "always"
+        return Answer("always")
 
     policy = ApprovalPolicy.granting(row.grants, ask if row.terminal else None)
     call = ToolCall("call_1", "tool", "{}")
@@ -90,14 +90,14 @@ def test_a_refusal_where_only_a_person_may_allow_says_why_and_offers_no_flag() -
     call = ToolCall("call_1", "write", "{}")
     protected = policy.refusal(call, Access("write", protected=(HOOK,)), "unavailable")
     assert str(protected) == (
-        f'tool "write" touches {HOOK}: only a person may allow that, call by call, and there is '
-        "no terminal to ask"
+        f'tool "write" touches {HOOK}: only a person may allow that, call by call, and stdin '
+        "is not a terminal"
     )
     outside = policy.refusal(call, Access("write", ("/home/u/.bashrc",)), "unavailable")
     assert str(outside) == (
         'tool "write" writes outside the working directory (/home/u/.bashrc); --allow write '
         "covers the working directory only: only a person may allow that, call by call, and "
-        "there is no terminal to ask"
+        "stdin is not a terminal"
     )
     plain = policy.refusal(call, Access("write"), "unavailable")
     assert str(plain).endswith("run with --allow write")

@@ -25,7 +25,7 @@ from dsh_core.classify import (
     server_text,
     status_code,
 )
-from dsh_core.errors import LlmError
+from dsh_core.errors import LlmError, http_status_code
 
 NGINX_502 = (
     "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -206,7 +206,7 @@ def hidden(outer: BaseException, inner: BaseException) -> BaseException:
         (transport(httpx.ProxyError("503 Service Unavailable"), status=503), False),
         # Routing never reads message text: a 407 in words alone is not a 407.
         (transport(httpx.ProxyError("407 Proxy Authentication Required")), False),
-        (LlmError("DeepSeek API returned HTTP 407", "HTTP_407", status=407), False),
+        (LlmError("DeepSeek API returned HTTP 407", http_status_code(407), status=407), False),
     ],
 )  # fmt: skip
 def test_permanent(failure: LlmError, is_permanent: bool) -> None:
@@ -223,6 +223,10 @@ def test_permanent_survives_a_cycle() -> None:
     ("failure", "expected"),
     [
         (LlmError("x", "SERVER"), True),
+        (LlmError("x", "SERVER", status=503), True),
+        (LlmError("x", "SERVER", status=501), False),  # a web server, not the API
+        (LlmError("x", http_status_code(404), status=404), False),
+        (LlmError("x", http_status_code(405), status=405), False),
         (LlmError("x", "RATE_LIMIT"), True),
         (LlmError("x", "EMPTY_RESPONSE"), True),
         (LlmError("x", "STREAM_CLOSED"), True),

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dsh_core import session as session_module
 from dsh_core.errors import FailureRecord, LlmError, SessionLogError, UsageError
 from dsh_core.events import TurnEnd, TurnStart, UserText
 from dsh_core.history import estimate_tokens
@@ -29,7 +28,9 @@ from dsh_core.llm import (
 )
 from dsh_core.loop import Conversation, LoopEvent, TurnFailed
 from dsh_core.session import SessionLog, SessionStore
+from dsh_core.session import log as log_module
 from dsh_core.testing import ScriptedModel
+from dsh_core.testing.conformance import ModelFactory, Stuck, scripted_model, stub_adapter
 from tests.dsh_core.test_session import count_fsyncs
 
 T = TypeVar("T")
@@ -403,32 +404,52 @@ def test_cancel_from_inside_the_turn(
     ]
 
 
-class AbortingAdapter(ScriptedModel):
-    """Like DeepSeekAdapter: a cancelled request becomes LlmError(ABORTED) from the cancel."""
-
-    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
-        try:
-            yield TextDelta("partial")
-            await asyncio.sleep(10)
-        except asyncio.CancelledError as exc:
-            raise LlmError("DeepSeek API request cancelled", "ABORTED") from exc
-        yield DONE
+@pytest.fixture(params=["scripted", "adapter"])
+def any_model(request: pytest.FixtureRequest) -> ModelFactory:
+    """Each ChatModel that passes the conformance kit: the loop must not tell them apart."""
+    factories: dict[str, ModelFactory] = {"scripted": scripted_model, "adapter": stub_adapter}
+    return factories[request.param]
 
 
-def test_an_adapter_aborted_error_during_cancel_is_an_abort(
-    conversation: Conversation, log: SessionLog
+def test_cancel_mid_answer_aborts_the_turn_whatever_the_model(
+    any_model: ModelFactory, log: SessionLog
 ) -> None:
-    conversation.model = AbortingAdapter()
+    # "half" is one delta whatever the model (the stub streams four characters per delta):
+    # when the first text arrives, all of it has.
+    async def main() -> tuple[TurnEnd, int]:
+        async with any_model([Stuck("half")]) as model:
+            conversation = Conversation(model, log, model_name="m")
+            first = FirstText()
+            turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
+            await first.seen.wait()  # the model now waits for more: the cancel reaches it there
+            conversation.cancel("user")
+            end = await turn
+            await asyncio.sleep(0)  # no cancellation leaks into the caller
+            return end, turn.cancelling()
 
-    async def main() -> TurnEnd:
-        first = FirstText()
-        turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
-        await first.seen.wait()  # the adapter is now in its sleep: the cancel reaches it there
-        conversation.cancel("user")
-        return await turn
-
-    assert run(main()) == TurnEnd(1, "aborted", reason="user")
+    assert run(main()) == (TurnEnd(1, "aborted", reason="user"), 0)
+    assert data_of(log, "assistant/message") == [
+        {"turn": 1, "step": 1, "text": "half", "interrupted": True}
+    ]
     assert data_of(log, "turn/end")[0]["reason"] == {"kind": "aborted", "reason": "user"}
+
+
+def test_an_outside_cancellation_propagates_whatever_the_model(
+    any_model: ModelFactory, log: SessionLog
+) -> None:
+    async def main() -> None:
+        async with any_model([Stuck("half")]) as model:
+            conversation = Conversation(model, log, model_name="m")
+            first = FirstText()
+            turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
+            await first.seen.wait()
+            turn.cancel()  # asyncio.run shutting down, say: not Conversation.cancel
+            with pytest.raises(asyncio.CancelledError):
+                await turn
+
+    run(main())
+    assert data_of(log, "turn/end")[0]["reason"] == {"kind": "aborted", "reason": "cancelled"}
+    assert data_of(log, "assistant/message")[0]["interrupted"] is True
 
 
 def test_an_outside_cancellation_is_recorded_and_propagates(
@@ -448,30 +469,6 @@ def test_an_outside_cancellation_is_recorded_and_propagates(
     run(main())
     assert data_of(log, "turn/end")[0]["reason"] == {"kind": "aborted", "reason": "cancelled"}
     assert data_of(log, "assistant/message")[0]["interrupted"] is True
-
-
-def test_an_outside_cancellation_turned_into_aborted_still_propagates(
-    conversation: Conversation, log: SessionLog
-) -> None:
-    conversation.model = AbortingAdapter()
-
-    async def main() -> None:
-        first = FirstText()
-        turn = asyncio.create_task(conversation.run_turn("q", on_event=first))
-        await first.seen.wait()
-        turn.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await turn
-
-    run(main())
-    assert data_of(log, "turn/end")[0]["reason"] == {"kind": "aborted", "reason": "cancelled"}
-
-
-def test_an_aborted_error_without_a_cancellation_is_still_an_abort(
-    conversation: Conversation, model: ScriptedModel, log: SessionLog
-) -> None:
-    model.enqueue(LlmError("DeepSeek API request cancelled", "ABORTED"))
-    assert run(conversation.run_turn("q")) == TurnEnd(1, "aborted", reason="cancelled")
 
 
 def test_cancel_together_with_an_outside_cancellation_still_propagates(
@@ -707,7 +704,7 @@ def test_a_turn_left_open_by_a_failed_write_is_ended_before_the_next(
     log: SessionLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_write = session_module._write_all
+    real_write = log_module.write_all
     writes = {"count": 0}
 
     def disk_full_once(fd: int, data: bytes) -> None:
@@ -716,7 +713,7 @@ def test_a_turn_left_open_by_a_failed_write_is_ended_before_the_next(
             raise OSError(28, "No space left on device")
         real_write(fd, data)
 
-    monkeypatch.setattr(session_module, "_write_all", disk_full_once)
+    monkeypatch.setattr(log_module, "write_all", disk_full_once)
     model.enqueue([TextDelta("two"), DONE])
     with pytest.raises(SessionLogError):
         run(conversation.run_turn("first"))

@@ -22,12 +22,13 @@ from dsh_core.events import TurnEnd
 from dsh_core.llm import TextDelta
 from dsh_core.loop import Conversation, LoopEvent
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.testing import Answer, HttpError, SlowStream, StubServer, closed_port
+from dsh_core.testing import Answer, HttpError, ManualClock, SlowStream, StubServer, closed_port
 from tests.conftest import CANARY_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 CWD = Path("/home/ann/src/project")
-FAST_RETRY = RetryPolicy(max_retries=1, base_delay=0.01, jitter=False)
+ONE_RETRY = RetryPolicy(max_retries=1, jitter=False)
+"""Waited out on a ManualClock that jumps: the retry costs no time."""
 
 
 @pytest.fixture
@@ -51,7 +52,12 @@ def run_turns(
     """Run ``texts`` as turns of a new session; return the ends and the log as reloaded."""
 
     async def main() -> tuple[list[TurnEnd], str]:
-        adapter = DeepSeekAdapter(base_url=base_url, api_key=CANARY_KEY, retry=FAST_RETRY)
+        adapter = DeepSeekAdapter(
+            base_url=base_url,
+            api_key=CANARY_KEY,
+            retry=ONE_RETRY,
+            clock=ManualClock(autojump=True),
+        )
         with store.create(CWD) as log:
             conversation = Conversation(adapter, log, model_name="deepseek-v4-flash", **options)
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dsh_core.approval import Answer, ApprovalPolicy, Question
+from dsh_core.approval import Answer, ApprovalPolicy, Choice, Question
 from dsh_core.errors import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
@@ -163,7 +163,7 @@ def test_a_call_then_an_answer(model: ScriptedModel, log: SessionLog) -> None:
     assert records(log, AssistantStep)[0] == AssistantStep(
         1, 1, "Let me look.", tool_calls=(call(1),)
     )
-    assert records(log, ToolResult) == [ToolResult(1, 1, "call_1", False, "echo hi")]
+    assert records(log, ToolResult) == [ToolResult(1, 1, "call_1", ToolOutput("echo hi"))]
     second = model.requests[1]
     assert second.messages == (
         UserMessage("what does it say?"),
@@ -338,9 +338,12 @@ def test_fsyncs_per_step_are_constant(
 # --- approval -----------------------------------------------------------------------------------
 
 
-def asker(*answers: Answer) -> tuple[Callable[[Question], Awaitable[Answer]], list[Question]]:
+def asker(
+    *answers: Answer | Choice,
+) -> tuple[Callable[[Question], Awaitable[Answer]], list[Question]]:
+    """Answers the questions in turn (a bare choice is that answer without a reason)."""
     asked: list[Question] = []
-    queue = list(answers)
+    queue = [answer if isinstance(answer, Answer) else Answer(answer) for answer in answers]
 
     async def ask(question: Question) -> Answer:
         asked.append(question)
@@ -358,8 +361,7 @@ def test_without_a_terminal_a_change_is_refused_with_the_way_out(
     assert writer.ran == []
     (result,) = records(log, ToolResult)
     assert result.content == (
-        'Error: tool "writer" needs approval and there is no terminal to ask; '
-        "run with --allow write"
+        'Error: tool "writer" needs approval and stdin is not a terminal; run with --allow write'
     )
     assert result.error is not None and result.error.code == TOOL_REFUSED
     assert [e.data for e in log.events if e.type == "approval/decided"] == [
@@ -401,6 +403,63 @@ def test_yes_no_always(model: ScriptedModel, log: SessionLog) -> None:
         'Error: the user rejected tool "shell"',
         "echo hi",
         "echo hi",
+    ]
+
+
+def test_a_no_with_a_reason_is_told_to_the_model_and_logged(
+    model: ScriptedModel, log: SessionLog
+) -> None:
+    shell = FakeTool("shell", "shell")
+    ask, _ = asker(Answer("no", "use uv instead"), "no")
+    model.enqueue(asks(call(1, "shell"), call(2, "shell")), [TextDelta("ok"), STOP])
+    run(conversation_with(model, log, shell, approval=ApprovalPolicy(asker=ask)).run_turn("q"))
+    assert [r.content for r in records(log, ToolResult)] == [
+        'Error: the user rejected tool "shell": use uv instead',
+        'Error: the user rejected tool "shell"',
+    ]
+    assert [e.data for e in log.events if e.type == "approval/decided"] == [
+        {"turn": 1, "call_id": "call_1", "outcome": "rejected", "reason": "use uv instead"},
+        {"turn": 1, "call_id": "call_2", "outcome": "rejected"},
+    ]
+    assert shell.ran == []
+
+
+class ScopedTool(FakeTool):
+    """A command-like tool: an "always" covers the calls with the same ``word`` argument, and
+    none when the call has no word (as ``bash`` does for a command that is not simple)."""
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        invocation = super().prepare(arguments)
+        access = Access(self.kind, scope=arguments.get("word"))
+        return Invocation(access, invocation.summary, invocation.run)
+
+
+def test_always_covers_only_the_calls_of_the_same_scope(
+    model: ScriptedModel, log: SessionLog
+) -> None:
+    tool = ScopedTool("cmd", "shell")
+    pytest_call = '{"word": "pytest"}'
+    ask, asked = asker("always", "yes", "no", "always")
+    model.enqueue(
+        asks(
+            call(1, "cmd", pytest_call),  # asked: always, for "pytest"
+            call(2, "cmd", pytest_call),  # covered
+            call(3, "cmd", '{"word": "ls"}'),  # another word: asked
+            call(4, "cmd", "{}"),  # no word: asked (no)
+            call(5, "cmd", "{}"),  # asked again: "always" is only a yes for it
+            call(6, "cmd", pytest_call),  # still covered
+        ),
+        [TextDelta("ok"), STOP],
+    )
+    run(conversation_with(model, log, tool, approval=ApprovalPolicy(asker=ask)).run_turn("q"))
+    assert [q.call.id for q in asked] == ["call_1", "call_3", "call_4", "call_5"]
+    assert [e.data["outcome"] for e in log.events if e.type == "approval/decided"] == [
+        "allowed-always",
+        "allowed-always",
+        "allowed",
+        "rejected",
+        "allowed",
+        "allowed-always",
     ]
 
 
@@ -526,7 +585,7 @@ def test_load_answers_what_a_dead_process_left(store: SessionStore, log: Session
     log.append(UserText(1, "q"))
     log.append(AssistantStep(1, 1, "", tool_calls=calls))
     log.append(ToolCallStarted(1, 1, "call_1", "echo", "{}"))
-    log.append(ToolResult(1, 1, "call_1", False, "echo"))
+    log.append(ToolResult(1, 1, "call_1", ToolOutput("echo")))
     log.append(ToolCallStarted(1, 1, "call_2", "echo", "{}"), durable=True)
     log.close()  # killed while call_2 ran; call_3 never started
     loaded, report = store.open(log.id)

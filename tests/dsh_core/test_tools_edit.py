@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from dsh_core.tools import Access, ToolError, ToolOutput
-from dsh_core.tools.diff import MAX_DIFF_LINES
 from dsh_core.tools.specs import MAX_EDIT_BYTES
 from dsh_core.tools.workspace import Fingerprint
 from tests.dsh_core.test_tools_builtin import Tools, complete, tools
@@ -352,12 +351,13 @@ def test_the_diff_of_an_edit_deep_in_a_long_file_has_true_line_numbers(tools: To
     assert "@@ -14997,7 +14997,7 @@" in invocation.preview
 
 
-def test_a_long_diff_is_cut_with_a_marker(tools: Tools) -> None:
+def test_a_long_diff_is_whole(tools: Tools) -> None:
+    """The question shows what fits and says how much it leaves out (dsh_stdio.approve)."""
     content = "".join(f"row {n}\n" for n in range(1000))
     preview = tools.prepare("write", file_path="rows.txt", content=content).preview
     shown = preview.split("\n")
-    assert len(shown) == MAX_DIFF_LINES + 1
-    assert shown[-1] == f"[diff cut: {1003 - MAX_DIFF_LINES:,} more lines not shown]"
+    assert len(shown) == 1003
+    assert shown[-1] == "+row 999"
 
 
 def test_a_huge_rewrite_is_summarised_not_diffed(tools: Tools) -> None:

@@ -46,7 +46,7 @@ def test_dot_dot_escapes_are_outside(tools: Tools) -> None:
     real = os.path.realpath(tools.root / "../../etc/passwd")
     assert invocation.access == Access("read", outside=(real,))
     assert tools.describe("read", file_path="../../etc/passwd") == "../../etc/passwd"
-    assert invocation.summary == f"../../etc/passwd (outside the working directory: {real})"
+    assert invocation.summary == f"{real} (outside the working directory)"
     escaped = tools.prepare("write", file_path="../escape.txt", content="x")
     assert escaped.access == Access("write", outside=(str(tools.root.parent / "escape.txt"),))
 
@@ -64,7 +64,7 @@ def test_a_symlink_inside_that_points_out_is_outside(tools: Tools, tmp_path: Pat
     (tools.root / "dir").symlink_to(tmp_path)
     invocation = tools.prepare("read", file_path="link.txt")
     assert invocation.access == Access("read", outside=(str(secret),))
-    assert invocation.summary == f"link.txt (outside the working directory: {secret})"
+    assert invocation.summary == f"link.txt -> {secret} (outside the working directory)"
     assert tools.describe("read", file_path="link.txt") == "link.txt"
     tools.run("read", file_path="dir/secret.txt")  # approving is the loop's job, not theirs
     through = tools.prepare("edit", file_path="dir/secret.txt", old_string="s", new_string="t")
@@ -248,7 +248,7 @@ def test_credentials_are_guarded_wherever_they_lead(tmp_path: Path) -> None:
     workspace = Workspace(workspace.root, workspace.output_dir, dsh_home=dsh_home, home=home)
     (home / "alias").symlink_to(".ssh/id_ed25519")
     key = resolve(workspace, "alias")
-    assert (key.inside, key.credentials, key.leads_to) == (True, "~/.ssh", ".ssh/id_ed25519")
+    assert (key.inside, key.credentials, key.leads) == (True, "~/.ssh", ".ssh/id_ed25519")
     assert key.guarded(writing=False) == ("alias -> .ssh/id_ed25519 (credentials: ~/.ssh)",)
     assert resolve(workspace, "keys/x").credentials == "~/.aws"
     assert resolve(workspace, str(dsh_home / "config.toml")).credentials == str(dsh_home)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_core.urls import UNPARSABLE_URL, redact_url, without_user_info
+from dsh_core.urls import UNPARSABLE_URL, is_local, redact_url, without_user_info
 
 
 @pytest.mark.parametrize(
@@ -33,3 +33,27 @@ def test_redact_url(url: str, shown: str) -> None:
 )
 def test_without_user_info(url: str, sent: str) -> None:
     assert without_user_info(url) == sent
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8000", True),
+        ("http://localhost:8000/v1", True),
+        ("http://vllm.localhost", True),
+        ("http://[::1]:8000", True),
+        ("http://10.1.2.3", True),
+        ("http://192.168.0.7:8000/v1", True),
+        ("http://172.16.0.1", True),
+        ("http://[fd00::1]", True),
+        ("http://169.254.1.1", True),
+        ("https://api.deepseek.com", False),
+        ("http://8.8.8.8", False),
+        ("http://localhost.example.com", False),  # a name is not looked up
+        ("http://10.0.0.1.nip.io", False),
+        ("http://[::1", False),  # unparsable
+        ("not a url", False),
+    ],
+)
+def test_is_local(url: str, local: bool) -> None:
+    assert is_local(url) is local

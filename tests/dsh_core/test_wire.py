@@ -62,8 +62,10 @@ def calls(*fragments: dict[str, Any], finish_reason: str | None = None) -> dict[
     return chunk({"tool_calls": list(fragments)}, finish_reason)
 
 
-def parse(items: list[Item], *, reasoning_shown: bool = True) -> tuple[list[Event], LlmError]:
-    """Feed ``items`` (ending with ``[DONE]``); the events, or the failure, with the ending."""
+def parse(
+    items: list[Item], *, reasoning_shown: bool = True
+) -> tuple[list[Event], LlmError | None]:
+    """Feed ``items`` (ending with ``[DONE]``); the events, with the ending or the failure."""
     parser = StreamParser("req-1", reasoning_shown=reasoning_shown)
     events, failure = parser.take(items)
     if failure is not None:
@@ -72,12 +74,19 @@ def parse(items: list[Item], *, reasoning_shown: bool = True) -> tuple[list[Even
     ending = parser.finish()
     if isinstance(ending, LlmError):
         return events, ending
-    return events + ending, LlmError("no failure", "NONE")
+    return events + ending, None
+
+
+def failure_of(items: list[Item]) -> tuple[list[Event], LlmError]:
+    """The events before the failure that ``items`` end in, and that failure."""
+    events, failure = parse(items)
+    assert failure is not None, events
+    return events, failure
 
 
 def events_of(*payloads: object) -> list[Event]:
     events, failure = parse(sse(*payloads, "[DONE]"))
-    assert failure.code == "NONE", failure
+    assert failure is None, failure
     return events
 
 
@@ -174,7 +183,7 @@ def test_runs_of_one_kind_are_merged() -> None:
 
 
 def test_reasoning_without_text_is_an_empty_answer() -> None:
-    events, failure = parse(sse(chunk({"reasoning_content": "thinking..."}, "stop"), "[DONE]"))
+    events, failure = failure_of(sse(chunk({"reasoning_content": "thinking..."}, "stop"), "[DONE]"))
     assert events == [ReasoningDelta("thinking...")]
     assert failure.code == "EMPTY_RESPONSE"
     assert failure.message == "DeepSeek API sent an empty answer"
@@ -293,7 +302,7 @@ def test_a_call_fragment_is_shown_and_an_empty_list_is_not() -> None:
     ],
 )
 def test_a_call_without_id_or_name_is_malformed(fragments: list[Any], missing: str) -> None:
-    _, failure = parse(sse(calls(*fragments, finish_reason="tool_calls"), "[DONE]"))
+    _, failure = failure_of(sse(calls(*fragments, finish_reason="tool_calls"), "[DONE]"))
     index = fragments[-1]["index"]
     assert failure.code == "MALFORMED_RESPONSE"
     assert failure.message == f"DeepSeek API sent tool call {index} without {missing}"
@@ -306,7 +315,7 @@ def test_two_calls_with_one_id_are_malformed() -> None:
         call(1, id="d", name="read", arguments="{}"),
         call(2, id="c", name="grep", arguments="{}"),
     ]
-    _, failure = parse(sse(calls(*fragments, finish_reason="tool_calls"), "[DONE]"))
+    _, failure = failure_of(sse(calls(*fragments, finish_reason="tool_calls"), "[DONE]"))
     assert failure.code == "MALFORMED_RESPONSE"
     assert failure.message == "DeepSeek API sent tool calls 0 and 2 with the same id 'c'"
     assert failure.request_id == "req-1"
@@ -335,7 +344,7 @@ def test_two_calls_with_one_id_are_malformed() -> None:
 def test_malformed_tool_call_shapes(delta: dict[str, Any], what: str) -> None:
     data = json.dumps({"choices": [{"delta": delta}]})
     assert len(data) <= 120  # quoted whole
-    _, failure = parse(sse(data, "[DONE]"))
+    _, failure = failure_of(sse(data, "[DONE]"))
     assert failure.code == "MALFORMED_RESPONSE"
     assert failure.message == f"DeepSeek API stream event {what}: {data!r}"
     assert failure.request_id == "req-1"
@@ -345,7 +354,7 @@ def test_malformed_tool_call_shapes(delta: dict[str, Any], what: str) -> None:
 def test_a_call_that_changes_its_id_or_name_is_malformed(field: str) -> None:
     first = call(0, id="a", name="read")
     second = call(0, id="b") if field == "id" else call(0, name="grep")
-    _, failure = parse(sse(calls(first), calls(second), "[DONE]"))
+    _, failure = failure_of(sse(calls(first), calls(second), "[DONE]"))
     assert failure.code == "MALFORMED_RESPONSE"
     assert failure.message.startswith(
         f"DeepSeek API stream event changes the {field} of a tool call: "

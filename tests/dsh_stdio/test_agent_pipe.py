@@ -45,9 +45,9 @@ pytestmark = pytest.mark.slow
 HANG = 60.0
 """Seconds after which a run or a wait is a hang: a bound, not a measure of speed."""
 
-REFUSED_SHELL = 'tool "bash" needs approval and there is no terminal to ask; run with --allow shell'
-REFUSED_WRITE = 'tool "edit" needs approval and there is no terminal to ask; run with --allow write'
-REFUSED_READ = 'tool "read" needs approval and there is no terminal to ask; run with --allow read'
+REFUSED_SHELL = 'tool "bash" needs approval and stdin is not a terminal; run with --allow shell'
+REFUSED_WRITE = 'tool "edit" needs approval and stdin is not a terminal; run with --allow write'
+REFUSED_READ = 'tool "read" needs approval and stdin is not a terminal; run with --allow read'
 BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash"]
 
 
@@ -592,11 +592,11 @@ def test_paths_outside_are_refused_on_a_pipe(
     assert result.returncode == 0, result.stderr
     refused = f"dsh: [tool refused read] {REFUSED_READ}"
     assert tool_lines(result.stderr) == [
-        f"dsh: [tool read] {paths[0]} (outside the working directory: /etc/passwd)",
+        "dsh: [tool read] /etc/passwd (outside the working directory)",  # resolved
         refused,
         "dsh: [tool read] /etc/passwd (outside the working directory)",
         refused,
-        "dsh: [tool read] link (outside the working directory: /etc/passwd)",  # where it leads
+        "dsh: [tool read] link -> /etc/passwd (outside the working directory)",  # where it leads
         refused,
     ]
     events = assert_log_whole(home)
@@ -640,10 +640,10 @@ def test_a_name_with_a_newline_and_an_escape_is_shown_neutralised(
     assert result.returncode == 0, result.stderr
     assert b"\x1b" not in result.raw_stderr and b"\x07" not in result.raw_stderr
     lines = tool_lines(result.stderr)
-    assert lines[:3] == [
-        "dsh: [tool read] we^[[31mird\n  name.txt",
+    assert lines[:3] == [  # a summary is one line: a name with a line break is quoted
+        'dsh: [tool read] "we\\u001b[31mird\\nname.txt"',
         "dsh: [tool read done] 1 line",
-        "dsh: [tool read] no^[]0;pwned^Gsuch.txt",
+        'dsh: [tool read] "no\\u001b]0;pwned\\u0007such.txt"',
     ]
     assert lines[3].startswith(
         "dsh: [tool failed read] cannot read no^[]0;pwned^Gsuch.txt: [Errno 2] No such file"
@@ -685,7 +685,7 @@ def test_the_key_is_nowhere_even_after_env(
     assert_requests_valid(stub)
 
 
-# 6. 100 MB of output: capped for the model, all of it in the file, memory bounded.
+# 6. 100 MB of output: capped for the model, its first 64 MiB in the file, memory bounded.
 
 
 def test_a_hundred_megabytes_of_output(
@@ -727,10 +727,11 @@ def test_a_hundred_megabytes_of_output(
     assert output["truncated"] is True
     assert output["content"] == (
         "x" * 15_000
-        + f"\n[... 99,970,000 of 100,000,000 characters cut here; the whole output is in {saved}]\n"
+        + "\n[... 99,970,000 of 100,000,000 characters cut here; the first 64 MiB of the output "
+        + f"are in {saved}; the rest was not saved]\n"
         + "x" * 15_000
     )
-    assert os.path.getsize(saved) == size
+    assert os.path.getsize(saved) == 64 * 1024 * 1024  # SPEC 10.8
     with open(saved, "rb") as file:
         while chunk := file.read(1 << 20):
             assert chunk.count(b"x") == len(chunk)
@@ -893,7 +894,10 @@ def test_the_step_limit_ends_a_looping_model(
 ) -> None:
     result = run_dsh(dsh_env, work, "--max-steps", "3", stdin="toolloop\nhello\n")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "[turn stopped at the step limit]\nYou said: hello\n"
+    assert result.stdout == (
+        "[turn stopped at the step limit] 3 steps (next: send a message to go on, or raise "
+        "--max-steps)\nYou said: hello\n"
+    )
     assert len(stub.requests) == 3 + 1
     events = assert_log_whole(home)
     assert [r["call_id"] for r in data_of(events, "tool/result")] == [
@@ -1106,7 +1110,10 @@ def test_the_call_line_says_whether_it_is_sandboxed(
     result = run_dsh(dsh_env, work, "--allow", "shell", stdin="toolbash\n")
     (line,) = [x for x in result.stderr.split("\n") if x.startswith("dsh: [tool bash] $")]
     if probe_bwrap(dsh_env.get("PATH")) is None:
-        assert line == f"dsh: [tool bash] $ ls -la (sandboxed: writes only {work}, no network)"
+        assert line == (
+            f"dsh: [tool bash] $ ls -la (sandboxed: writes only {work}, reads all but your "
+            "credentials, no network)"
+        )
     else:
         assert line.startswith("dsh: [tool bash] $ ls -la (not sandboxed: ")
     # Without bwrap on the PATH (whatever this machine has): unsandboxed, said once per run.

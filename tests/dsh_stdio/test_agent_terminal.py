@@ -19,7 +19,6 @@ import signal
 import struct
 import termios
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ import pexpect
 import pytest
 
 from dsh_core.testing import Held, StubServer, ToolCalls
-from dsh_stdio.demo import DEMO_FILE_TEXT
 from tests.support import DSH, HANG_GUARD, assert_no_canary, wait_raw_mode, wait_until
 
 __all__ = ["CHOICES", "PROMPT", "Terminal", "spawn_terminal"]
@@ -36,8 +34,10 @@ __all__ = ["CHOICES", "PROMPT", "Terminal", "spawn_terminal"]
 pytestmark = pytest.mark.slow
 
 PROMPT = "> "
-CHOICES = "[y]es / [n]o / [a]lways this session: "
-CHOICES_ONCE = "[y]es / [n]o: "
+CHOICES = r'\[y\]es / \[N\]o(?: / \[a\]lways (?:this session|for "[^"]*"))?: '
+"""The choices, as a pattern: "always" for the session, for ``bash`` for one first word (and
+not offered for a command that is more than one simple command)."""
+CHOICES_ONCE = r"\[y\]es / \[N\]o: "
 SANDBOX_NOTE = r" \((?:not )?sandboxed[^\r\n]*\)"
 """What a ``bash`` question says about the sandbox: either, whichever this machine gets."""
 
@@ -119,7 +119,7 @@ class Terminal:
         """
         default = SANDBOX_NOTE if tool == "bash" else ""
         remark = default if note is None else " " + re.escape(note)
-        choices = re.escape(CHOICES_ONCE if once else CHOICES)
+        choices = CHOICES_ONCE if once else CHOICES
         self.child.expect(rf"Allow {re.escape(tool)}\? {re.escape(shown)}{remark} {choices}")
 
     def keys(self, keys: str) -> None:
@@ -162,14 +162,6 @@ class Terminal:
         return [data["reason"] for data in self.events("turn/end", session)]
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    (path / "demo.txt").write_text(DEMO_FILE_TEXT)
-    return path
-
-
 def spawn_terminal(argv: list[str], env: dict[str, str], cwd: Path, home: Path) -> Terminal:
     """Start ``argv`` on a pty of 24 x 200 (``env`` sets ``TERM=dumb``), its screen recorded."""
     screen = io.StringIO()
@@ -184,17 +176,6 @@ def spawn_terminal(argv: list[str], env: dict[str, str], cwd: Path, home: Path) 
     )
     child.logfile_read = screen
     return Terminal(child, screen, home)
-
-
-@pytest.fixture
-def term(dsh_env: dict[str, str], home: Path, workdir: Path) -> Iterator[Terminal]:
-    terminal = spawn_terminal(DSH, dsh_env, workdir, home)
-    try:
-        yield terminal
-    finally:
-        if terminal.child.isalive():
-            terminal.child.close(force=True)
-    assert_no_canary(home, terminal.screen.getvalue())
 
 
 def bash(command: str) -> ToolCalls:
@@ -245,7 +226,7 @@ def test_always_lasts_for_the_session_and_not_after_new(term: Terminal) -> None:
     asked = term.child.expect([r"Allow bash\?", r"\[tool bash exit 0\] \d+ lines"])
     assert asked == 1, "asked again after [a]lways"
     term.send_turn("/session")
-    term.child.expect(r"session (\S+)\r\n")
+    term.child.expect(r"session +(\S+)\r\n")
     first = term.child.match.group(1)
     term.send_turn("/new")
     term.child.expect(r"new session (\S+)\r\n")
@@ -425,7 +406,7 @@ def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
     term.send_turn("lines")
     term.child.expect(rf"\[tool bash\] \$ echo one\r\n  echo two\r\n  echo three{SANDBOX_NOTE}\r\n")
     term.child.expect_exact("$ echo one\r\necho two\r\necho three\r\n")  # whole, before asking
-    term.expect_question("bash", "$ echo one ...")
+    term.expect_question("bash", "the 3 lines above")
     term.keys("n\r")
     term.child.expect_exact("[tool refused bash]")
     assert term.leave() == 0

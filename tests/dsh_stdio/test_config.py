@@ -149,3 +149,19 @@ def test_sandbox_and_steps_settings() -> None:
         parse_config(["--sandbox", "maybe"], KEY)
     with pytest.raises(StartupError, match="--max-steps must be a positive integer"):
         parse_config(["--max-steps", "0"], KEY)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8000", "http://localhost:8000/v1", "http://192.168.1.20:8000/v1"]
+)
+def test_a_local_base_url_needs_no_key(url: str) -> None:
+    config = parse_config(["--base-url", url], {})
+    assert (config.base_url, config.api_key) == (url, "")
+
+
+def test_quiet_and_a_home_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = parse_config(["-q", "--home", "rel"], KEY)
+    assert config.quiet
+    assert config.home == tmp_path / "rel"  # a resumed session may change directory
+    assert not parse_config([], KEY).quiet

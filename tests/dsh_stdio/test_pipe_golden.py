@@ -28,16 +28,17 @@ INPUT = b"".join(
         b"think about it\n",
         b"limit\n",
         b"cut\n",
-        b"auth\n",
         b"x" * (300 * 1024) + b"\n",  # over the 256 KiB message limit: rejected, session goes on
         b"malformed\n",
-        b"quota\n",
         b"filter\n",
         b"fail\n",
         b"caf\xe9 \x00 ok\n",  # invalid UTF-8 and NUL are replaced, not fatal
         b"crlf line\r\n",
         b"escape\n",  # on a pipe the model's text is data: passed through as it is
-        b"bye",  # the last line needs no newline
+        b"bye\n",
+        b"auth\n",  # a refused key stops the run: the lines after it are never sent
+        b"quota\n",
+        b"never sent",
     ]
 )
 

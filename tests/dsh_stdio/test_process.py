@@ -45,6 +45,7 @@ def turn_ends(home: Path) -> list[dict[str, object]]:
 
 def test_no_key(dsh_env: dict[str, str]) -> None:
     del dsh_env["DEEPSEEK_API_KEY"]
+    dsh_env["DEEPSEEK_BASE_URL"] = "https://api.deepseek.invalid"  # loopback needs no key
     result = run(dsh_env, stdin=b"hello\n")
     assert result.returncode == 2
     assert result.stdout == ""
@@ -119,7 +120,8 @@ def test_one_shot_failure_exit_status(dsh_env: dict[str, str]) -> None:
     assert result.stdout == (
         f"[turn failed TRANSPORT] DeepSeek API request to http://127.0.0.1:{port} failed: "
         "All connection attempts failed: [Errno 111] Connect call failed "
-        f"('127.0.0.1', {port})\n"
+        f"('127.0.0.1', {port}) (next: check --base-url, the network and HTTPS_PROXY, "
+        "then try again)\n"
     )
     assert "Traceback" not in result.stderr
 

@@ -29,18 +29,25 @@ from dsh_core.events import (
     StepUsage,
     SystemPrompt,
     ToolCallStarted,
+    ToolOutput,
     ToolResult,
     TurnEnd,
     TurnStart,
     UnknownEvent,
     UserText,
 )
-from dsh_core.llm import ToolCall
+from dsh_core.llm import ToolCall, Usage
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import Stall, StubServer
 from dsh_stdio.config import parse_config
 from dsh_stdio.render import INTERRUPTED_LINE
-from dsh_stdio.sessions import list_sessions, print_listing, print_transcript, show_session
+from dsh_stdio.sessions import (
+    list_sessions,
+    print_listing,
+    print_transcript,
+    session_id,
+    show_session,
+)
 from tests.support import DSH, child_env
 
 START = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -179,10 +186,11 @@ def test_lists_this_directory_newest_first_a_line_each(store: SessionStore) -> N
     status, out, err = listing(store)
     assert (status, err) == (0, "")
     assert out.splitlines() == [
-        f"{second.id}  {local(3_000_000)}  2 turns  error TRANSPORT  "
+        "SESSION  LAST ACTIVITY     TURNS    LAST TURN        FIRST MESSAGE",
+        f"{second.id:7}  {local(3_000_000)}  2 turns  error TRANSPORT  "
         "line one line two and^[[31m red",
-        f"{first.id}  {local(1_000_000)}  1 turn   completed        fix the failing test",
-        f"{rejected.id}  {local(500_000)}  1 turn   rejected         -",
+        f"{first.id:7}  {local(1_000_000)}  1 turn   completed        fix the failing test",
+        f"{rejected.id:7}  {local(500_000)}  1 turn   rejected         -",
     ]
     # The first listed is the one --continue resumes.
     assert store.newest_path(HERE) == second.path
@@ -194,8 +202,9 @@ def test_all_lists_every_directory_with_its_path(store: SessionStore) -> None:
     status, out, _ = listing(store, all_directories=True)
     assert status == 0
     assert out.splitlines() == [
-        f"{there.id}  {local(2_000_000)}  1 turn  completed  {ELSEWHERE!s:21}  there",
-        f"{here.id}  {local(1_000_000)}  1 turn  completed  {HERE}  here",
+        f"SESSION  LAST ACTIVITY     TURNS   LAST TURN  {'DIRECTORY':21}  FIRST MESSAGE",
+        f"{there.id:7}  {local(2_000_000)}  1 turn  completed  {ELSEWHERE!s:21}  there",
+        f"{here.id:7}  {local(1_000_000)}  1 turn  completed  {HERE}  here",
     ]
 
 
@@ -216,13 +225,13 @@ def test_a_session_being_written_is_open_and_listing_does_not_touch_it(
         before = snapshot(store.home)
         status, out, _ = listing(store)
         assert status == 0
-        assert "  1 turn  open       still running" in out.splitlines()[0]
-        assert out.splitlines()[0].endswith("still running")
-        assert out.splitlines()[1].startswith(done.id)
+        assert "  1 turn  open       still running" in out.splitlines()[1]
+        assert out.splitlines()[1].endswith("still running")
+        assert out.splitlines()[2].startswith(done.id)
         assert snapshot(store.home) == before
         live.append(AssistantStep(1, 1, "finished"))  # the writer goes on: nothing was locked
         live.append(TurnEnd(1, "completed"), durable=True)
-    assert "  1 turn  completed  still running" in listing(store)[1].splitlines()[0]
+    assert "  1 turn  completed  still running" in listing(store)[1].splitlines()[1]
 
 
 def test_a_long_first_message_and_a_long_last_turn_are_read_only_in_part(
@@ -235,7 +244,7 @@ def test_a_long_first_message_and_a_long_last_turn_are_read_only_in_part(
         TurnStart(2, "m"),
         UserText(2, "read them"),
         AssistantStep(2, 1, "", tool_calls=calls),
-        *(ToolResult(2, 1, call.id, False, "r" * 30_000) for call in calls),
+        *(ToolResult(2, 1, call.id, ToolOutput("r" * 30_000)) for call in calls),
     ]
     log = session(store, [prompt, *turn(1, "hello " + big, "ok"), *long_turn])
     summary = store.summaries(HERE)[0]
@@ -244,7 +253,7 @@ def test_a_long_first_message_and_a_long_last_turn_are_read_only_in_part(
     assert summary.first_user is not None
     assert summary.first_user.startswith("hello \x01\x01")
     out = listing(store)[1]
-    assert out.rstrip("\n").endswith("  2 turns  open  hello " + "^A" * 53 + "…")
+    assert out.rstrip("\n").endswith("  2 turns  open       hello " + "^A" * 53 + "…")
 
 
 @pytest.mark.parametrize(
@@ -265,7 +274,8 @@ def test_a_damaged_log_is_listed_with_a_marker(
     log.path.write_bytes(damage(log.path.read_bytes()))
     status, out, err = listing(store)
     assert (status, err) == (0, "")
-    (line,) = out.splitlines()
+    (header, line) = out.splitlines()
+    assert header.startswith("SESSION  ")
     assert line.startswith(log.id)
     assert f"  {marker}  " in line
     assert store.summaries(HERE)[0].damage
@@ -284,9 +294,9 @@ def tool_turn(number: int) -> list[Record]:
         UserText(number, "look around\nplease"),
         RetryScheduled(number, 1, 1, 4, 0.5, FailureRecord("SERVER", "busy")),
         AssistantStep(number, 1, "Let me look.", reasoning="hmm", tool_calls=(read, bash)),
-        StepUsage(number, 1, 10, 5),
+        StepUsage(number, 1, Usage(10, 5)),
         ToolCallStarted(number, 1, "c1", "read", read.arguments),
-        ToolResult(number, 1, "c1", False, "1\thello\n2\tworld"),
+        ToolResult(number, 1, "c1", ToolOutput("1\thello\n2\tworld")),
         ApprovalDecided(number, "c2", "unavailable"),
         ToolResult.failed(number, 1, "c2", refused),
         UnknownEvent("note/added", {"text": "from a newer dsh"}),
@@ -513,11 +523,11 @@ def test_show_without_user_and_tool_lines_is_the_pipe_runs_stdout(
                 b"think about it\n",
                 b"limit\n",
                 b"cut\n",
-                b"auth\n",
                 b"x" * (300 * 1024) + b"\n",
                 b"escape\n",
                 b"toolread\n",
                 b"caf\xe9 \x00 ok\n",
+                b"auth\n",  # last: a refused key stops a pipe
             ]
         ),
     )
@@ -624,7 +634,7 @@ def test_the_real_cli_lists_and_shows(stub: StubServer, tmp_path: Path) -> None:
     assert without_user_and_tool_lines(shown.stdout.decode()).encode() == first.stdout
     listed = run_dsh(env, work, "--sessions", stdin=b"")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.decode().count("\n") == 1
+    assert listed.stdout.decode().count("\n") == 2  # the header and the one session
     assert b"4 turns  completed  hello" in listed.stdout
     no_key = {k: v for k, v in env.items() if k != "DEEPSEEK_API_KEY"}
     assert run_dsh(no_key, work, "--sessions", stdin=b"").returncode == 0  # needs no key
@@ -656,23 +666,43 @@ def test_replay_keeps_a_step_without_text_quiet(store: SessionStore) -> None:
         TurnStart(1, "m"),
         UserText(1, "q"),
         AssistantStep(1, 1, "", reasoning="thinking", tool_calls=(call,)),
-        ToolResult(1, 1, "c1", False, "(no output)"),
+        ToolResult(1, 1, "c1", ToolOutput("(no output)")),
         AssistantStep(1, 2, "answer"),
         TurnEnd(1, "max-steps"),
     ]
     session(store, records)
     status, out, _ = show(store, "last")
     assert status == 0
+    limit = "[turn stopped at the step limit] 2 steps (next: send a message to go on, or raise "
     assert out == (
-        "> q\n[tool glob] {}\n[tool glob done] 0 lines\nanswer\n[turn stopped at the step limit]\n"
+        f"> q\n[tool glob] {{}}\n[tool glob done] 0 lines\nanswer\n{limit}--max-steps)\n"
     )
-    assert without_user_and_tool_lines(out) == "answer\n[turn stopped at the step limit]\n"
+    assert without_user_and_tool_lines(out) == f"answer\n{limit}--max-steps)\n"
 
 
 def test_summary_of_an_interrupted_and_an_aborted_session(store: SessionStore) -> None:
     session(store, turn(1, "q", "a", TurnEnd(1, "aborted", reason="user")), mtime=2_000_000)
     session(store, [TurnStart(1, "m"), UserText(1, "q"), TurnEnd(1, "interrupted")], mtime=1)
-    ends = [line.split()[5] for line in listing(store)[1].splitlines()]
+    ends = [line.split()[5] for line in listing(store)[1].splitlines()[1:]]
     assert ends == ["aborted", "interrupted"]
     summary = store.summaries(HERE)[0]
     assert summary.last_end == TurnEnd(1, "aborted", reason="user")
+
+
+def test_a_session_id_may_be_shortened_to_any_unique_start(store: SessionStore) -> None:
+    for _ in range(12):  # s0 ... s11
+        session(store, turn(1, "q", "a"))
+    session(store, turn(1, "q", "a"), cwd=ELSEWHERE)  # s12, in another directory
+    assert session_id(store, "s12") == "s12"
+    assert session_id(store, "s5") == "s5"
+    assert session_id(store, "s1") == "s1"  # an exact id wins over the longer ones it begins
+    with pytest.raises(SessionLogError) as ambiguous:
+        session_id(store, "s")
+    assert ambiguous.value.message == (
+        "'s' is the start of 13 session ids (s0, s1, s10, s11, s12 and 8 more): type more of the id"
+    )
+    with pytest.raises(SessionLogError, match=r"^no session 'x' in .*\(dsh --sessions --all"):
+        session_id(store, "x")
+    for unsafe in ("*", "s?", "../s1", ".s1", ""):
+        with pytest.raises(SessionLogError, match="is not a session id"):
+            session_id(store, unsafe)

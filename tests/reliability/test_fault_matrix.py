@@ -80,12 +80,34 @@ def retry_notices(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("dsh: retrying in ")]
 
 
+_NEXT_STEPS = {
+    "AUTH": "check DEEPSEEK_API_KEY",
+    "QUOTA": "top up the account's balance",
+    "TRANSPORT": "check --base-url, the network and HTTPS_PROXY, then try again",
+    "TIMEOUT": "try again, or raise --timeout",
+}
+STOPPING = frozenset({"AUTH", "QUOTA"})
+"""Failures after which a pipe sends no more lines (SPEC 12)."""
+
+
+def next_step(code: str, status: object = None) -> str:
+    """What the outcome line of a failure a person can act on ends with (SPEC 12)."""
+    if status in (404, 405, 501):
+        step: str | None = "check --base-url: dsh adds /chat/completions to it"
+    elif code.startswith("HTTP_4"):
+        step = "check --base-url and --model"
+    else:
+        step = _NEXT_STEPS.get(code)
+    return f" (next: {step})" if step else ""
+
+
 def assert_turn_failed(run: Run, line: str, code: str, index: int = 0) -> dict[str, object]:
     """The outcome line and the log's turn/end say the same thing; returns the turn/end."""
     end = run.turn_ends()[index]
     assert end["kind"] == "error"
     assert end["code"] == code
-    assert f"[turn failed {end['code']}] {end['message']}" == line
+    step = next_step(code, end.get("status"))
+    assert f"[turn failed {end['code']}] {end['message']}{step}" == line
     return end
 
 
@@ -274,14 +296,21 @@ STUB_CASES = [
 def test_stub_fault(case: StubCase, stub: StubServer, home: Path) -> None:
     stub.enqueue(case.behaviour)
     run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
-    line = f"[turn failed {case.code}] {case.message.replace('{url}', stub.url)}"
+    message = case.message.replace("{url}", stub.url)
+    line = f"[turn failed {case.code}] {message}{next_step(case.code, case.status)}"
     shown = f"{case.shown}\n" if case.shown else ""
-    assert run.stdout == f"{shown}{line}\nYou said: the next line\n"
     assert run.returncode == 1, run.stderr
     assert retry_notices(run.stderr) == []
     end = assert_turn_failed(run, line, case.code)
     assert end.get("status") == case.status
     assert str(end.get("request_id", "")).startswith("stub-")
+    if case.code in STOPPING:  # every next line would meet it too: none is sent
+        assert run.stdout == f"{shown}{line}\n"
+        assert len(run.turn_ends()) == 1
+        assert len(stub.requests) == 1
+        assert_sane(run)
+        return
+    assert run.stdout == f"{shown}{line}\nYou said: the next line\n"
     assert run.turn_ends()[1] == {"kind": "completed"}
     answers = run.of_type("assistant/message")
     if case.shown:
@@ -333,7 +362,7 @@ def test_framing_fault(case: ServerCase, home: Path) -> None:
     with FaultServer(case.handler) as server:
         run = run_dsh(child_env(server.url, home), stdin=TWO_LINES)
         connections = server.connections
-    pattern = case.pattern.format(url=re.escape(server.url))
+    pattern = case.pattern.format(url=re.escape(server.url)) + re.escape(next_step("TRANSPORT"))
     lines = run.stdout.splitlines()
     # Both lines meet the same server: each shows its text, then fails; neither is retried.
     assert lines[0] == case.shown and lines[2] == case.shown
@@ -361,7 +390,7 @@ def test_certificate_not_trusted_is_not_retried(home: Path, tmp_path: Path) -> N
     pattern = (
         re.escape(f"[turn failed TRANSPORT] DeepSeek API request to {base} failed: ")
         + r"\[SSL: CERTIFICATE_VERIFY_FAILED\] certificate verify failed: "
-        r"self[- ]signed certificate \(_ssl\.c:\d+\)"
+        r"self[- ]signed certificate \(_ssl\.c:\d+\)" + re.escape(next_step("TRANSPORT"))
     )
     lines = run.stdout.splitlines()
     assert len(lines) == 2 and all(re.fullmatch(pattern, line) for line in lines), run.stdout
@@ -543,7 +572,8 @@ def test_retried_until_the_retries_run_out(name: str, exhausted: dict[str, Exhau
     code, template = EXHAUSTED_PATTERNS[name]
     message = template.format(base=re.escape(case.base), detail=case.detail)
     lines = run.stdout.splitlines()
-    assert re.fullmatch(rf"\[turn failed {code}\] {message}", lines[0]), run.stdout
+    step = re.escape(next_step(code))
+    assert re.fullmatch(rf"\[turn failed {code}\] {message}{step}", lines[0]), run.stdout
     notices = retry_notices(run.stderr)
     assert [n.split("(retry ")[1][0] for n in notices] == ["1", "2", "3", "4"], run.stderr
     # The first notice of the request shows the chain; the others, the same, say only when.
@@ -637,7 +667,7 @@ def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
     lines = run.stdout.splitlines()
     assert lines == [
         f"[turn failed TIMEOUT] DeepSeek API request to {server.url} timed out waiting for a "
-        "response after 0.5 s",
+        f"response after 0.5 s{next_step('TIMEOUT')}",
         OVERSIZED_OUTCOME,
     ], run.stdout
     assert len(retry_notices(run.stderr)) == 4
@@ -658,7 +688,7 @@ def test_stream_that_stalls_after_some_text_times_out_without_retry(
     assert lines == [
         "Some text, then silence",
         f"[turn failed TIMEOUT] DeepSeek API stream from {stub.url} timed out: nothing "
-        "received for 2 s",
+        f"received for 2 s{next_step('TIMEOUT')}",
         OVERSIZED_OUTCOME,
     ], run.stdout
     assert retry_notices(run.stderr) == []  # text was shown: never retried
@@ -758,7 +788,8 @@ def test_tls_against_plain_http_is_a_transport_failure_not_retried(home: Path) -
     lines = run.stdout.splitlines()
     assert re.fullmatch(
         rf"\[turn failed TRANSPORT\] DeepSeek API request to {re.escape(base)} failed: "
-        r"\[SSL: WRONG_VERSION_NUMBER\] wrong version number \(_ssl\.c:\d+\)",
+        r"\[SSL: WRONG_VERSION_NUMBER\] wrong version number \(_ssl\.c:\d+\)"
+        + re.escape(next_step("TRANSPORT")),
         lines[0],
     ), run.stdout
     assert lines[1:] == [OVERSIZED_OUTCOME]  # the session goes on with the next line
@@ -787,7 +818,7 @@ def test_proxy_407_is_a_transport_failure_not_retried(
     lines = run.stdout.splitlines()
     assert lines == [
         f"[turn failed TRANSPORT] DeepSeek API request to {base} failed: "
-        "407 Proxy Authentication Required",
+        f"407 Proxy Authentication Required{next_step('TRANSPORT')}",
         OVERSIZED_OUTCOME,  # the session goes on with the next line
     ], run.stdout
     assert retry_notices(run.stderr) == []

@@ -94,6 +94,22 @@ def test_key_that_cannot_be_a_header_is_not_echoed(
     assert_sane(run)
 
 
+def test_a_key_echoed_by_the_server_or_carried_by_the_url_is_in_no_log_record(
+    stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+) -> None:
+    """SPEC 10.5: httpx logs each request's URL, dsh_core logs each failure: both masked."""
+    shim, records = log_capture
+    env = _with_log_capture(child_env(f"{stub.url}/v1?key={CANARY_KEY}", home), shim, records)
+    run = run_dsh(env, stdin=b"hello\n")
+    assert run.stdout.startswith("[turn failed HTTP_404]")
+    assert "?key=[DEEPSEEK_API_KEY]" in run.stdout  # the stub's 404 names the path it got
+    logged = records.read_text()
+    assert "HTTP Request: POST" in logged and "?key=[DEEPSEEK_API_KEY]" in logged
+    assert "failed [HTTP_404]" in logged  # dsh_core's warning, masked by error_chain
+    assert CANARY_KEY not in logged
+    assert_sane(run)
+
+
 # A base URL with user info.
 
 

@@ -7,8 +7,9 @@ run goes to its end (:func:`run_dsh`); on a terminal, ``term`` is a pexpect sess
 file the test planted, never the developer's.
 
 The fixtures and helpers that start dsh and read what it left are the agent tests' own
-(tests/dsh_stdio/test_agent_pipe.py, test_agent_terminal.py: ``stub``, ``workdir``, ``term``,
-the log readers): one of each, not a copy. This module adds the child's ``HOME``.
+(tests/dsh_stdio/test_agent_pipe.py, test_agent_terminal.py: ``stub``, ``work``, the runners,
+the log readers): one of each, not a copy. This module adds the child's ``HOME``, and ``term``
+on it (the agent tests' own ``term`` lives in their conftest, out of reach here).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from tests.dsh_stdio.test_agent_pipe import (
     start_dsh,
     stub,
     tool_lines,
+    work,
 )
-from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal, term, workdir
-from tests.support import DSH, child_env
+from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
+from tests.support import DSH, assert_no_canary, child_env
 
 __all__ = [
     "DSH",
@@ -59,7 +61,7 @@ __all__ = [
     "term",
     "tool_lines",
     "user_home",
-    "workdir",
+    "work",
 ]
 
 
@@ -95,6 +97,18 @@ def results(home: Path) -> list[dict[str, Any]]:
 
 def requests_valid(stub: StubServer) -> bool:
     return all(validate_request(request) is None for request in stub.requests)
+
+
+@pytest.fixture
+def term(dsh_env: dict[str, str], home: Path, work: Path) -> Iterator[Terminal]:
+    """dsh on a pseudo-terminal in ``work``; the key must appear nowhere it showed or wrote."""
+    session = spawn_terminal(DSH, dsh_env, work, home)
+    try:
+        yield session
+    finally:
+        if session.child.isalive():
+            session.child.close(force=True)
+    assert_no_canary(home, session.screen.getvalue())
 
 
 def asked_line(session: Terminal, tool: str) -> str:

@@ -28,10 +28,10 @@ from tests.security._support_toolrules import (
     term,
     tool_lines,
     user_home,
-    workdir,
+    work,
 )
 
-__all__ = ["dsh_env", "home", "stub", "term", "user_home", "workdir"]
+__all__ = ["dsh_env", "home", "stub", "term", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -39,25 +39,25 @@ GIT_CONFIG = "[core]\n\trepositoryformatversion = 0\n"
 FSMONITOR = "[core]\n\tfsmonitor = touch /tmp/pwned-by-fsmonitor\n"
 
 
-def repository(workdir: Path) -> Path:
-    """A repository's ``.git`` in ``workdir``, with a config and an empty hooks directory."""
-    git = workdir / ".git"
+def repository(work: Path) -> Path:
+    """A repository's ``.git`` in ``work``, with a config and an empty hooks directory."""
+    git = work / ".git"
     (git / "hooks").mkdir(parents=True)
     (git / "config").write_text(GIT_CONFIG)
     return git
 
 
 def test_allow_write_does_not_let_the_model_set_core_fsmonitor(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    git = repository(workdir)
+    git = repository(work)
     attack(
         stub,
         ("read", {"file_path": ".git/config"}),
         ("write", {"file_path": ".git/config", "content": FSMONITOR}),
         ("edit", {"file_path": ".git/config", "old_string": "= 0", "new_string": "= 0\n\tx = 1"}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "write", stdin="set up the repository\n")
+    run = run_dsh(dsh_env, work, "--allow", "write", stdin="set up the repository\n")
     assert run.returncode == 0, run.stderr
     assert (git / "config").read_text() == GIT_CONFIG
     read, write, edit = results(home)
@@ -70,10 +70,10 @@ def test_allow_write_does_not_let_the_model_set_core_fsmonitor(
 
 
 def test_allow_write_does_not_let_the_model_plant_a_hook_in_a_nested_repository(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    repository(workdir)
-    nested = repository(workdir / "vendor" / "lib")
+    repository(work)
+    nested = repository(work / "vendor" / "lib")
     attack(
         stub,
         ("write", {"file_path": ".git/hooks/pre-commit", "content": "#!/bin/sh\ntouch pwned\n"}),
@@ -81,9 +81,9 @@ def test_allow_write_does_not_let_the_model_plant_a_hook_in_a_nested_repository(
         ("read", {"file_path": str(nested / "config")}),
         ("write", {"file_path": str(nested / "config"), "content": FSMONITOR}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "all", stdin="add a hook\n")
+    run = run_dsh(dsh_env, work, "--allow", "all", stdin="add a hook\n")
     assert run.returncode == 0, run.stderr
-    assert not (workdir / ".git" / "hooks" / "pre-commit").exists()
+    assert not (work / ".git" / "hooks" / "pre-commit").exists()
     assert list((nested / "hooks").iterdir()) == []
     assert (nested / "config").read_text() == GIT_CONFIG
     first, second, read, third = results(home)
@@ -94,32 +94,32 @@ def test_allow_write_does_not_let_the_model_plant_a_hook_in_a_nested_repository(
 
 
 def test_allow_write_does_not_let_the_model_plant_a_skill_or_dsh_settings(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     attack(
         stub,
         ("write", {"file_path": ".agents/skills/deploy/SKILL.md", "content": "---\nname: x\n"}),
         ("write", {"file_path": "sub/.dsh/config.toml", "content": "[mcp]\n"}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "write", stdin="set up skills\n")
+    run = run_dsh(dsh_env, work, "--allow", "write", stdin="set up skills\n")
     assert run.returncode == 0, run.stderr
-    assert not (workdir / ".agents").exists() and not (workdir / "sub").exists()
+    assert not (work / ".agents").exists() and not (work / "sub").exists()
     skill, settings = results(home)
     assert skill["is_error"] and ".agents/" in skill["content"]
     assert settings["is_error"] and ".dsh/" in settings["content"]
 
 
 def test_a_symlink_to_git_config_is_judged_by_where_it_leads(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    git = repository(workdir)
-    (workdir / "notes.md").symlink_to(".git/config")
+    git = repository(work)
+    (work / "notes.md").symlink_to(".git/config")
     attack(
         stub,
         ("read", {"file_path": "notes.md"}),
         ("write", {"file_path": "notes.md", "content": FSMONITOR}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "write", stdin="update my notes\n")
+    run = run_dsh(dsh_env, work, "--allow", "write", stdin="update my notes\n")
     assert run.returncode == 0, run.stderr
     assert (git / "config").read_text() == GIT_CONFIG
     _, write = results(home)
@@ -128,9 +128,9 @@ def test_a_symlink_to_git_config_is_judged_by_where_it_leads(
 
 
 def test_a_person_is_asked_about_a_hook_every_time_and_never_offered_always(
-    term: Terminal, stub: StubServer, workdir: Path
+    term: Terminal, stub: StubServer, work: Path
 ) -> None:
-    repository(workdir)
+    repository(work)
     hook = {"file_path": ".git/hooks/pre-push", "content": "#!/bin/sh\n"}
     attack(stub, ("write", hook))
     term.send_turn("add a hook")
@@ -139,8 +139,8 @@ def test_a_person_is_asked_about_a_hook_every_time_and_never_offered_always(
     assert not offers_always(line), line
     term.keys("y\r")
     term.child.expect_exact("Tool results: [write]")
-    assert (workdir / ".git" / "hooks" / "pre-push").exists()  # a person said yes
-    (workdir / ".git" / "hooks" / "pre-push").unlink()
+    assert (work / ".git" / "hooks" / "pre-push").exists()  # a person said yes
+    (work / ".git" / "hooks" / "pre-push").unlink()
     attack(stub, ("write", hook))
     term.send_turn("again")
     assert not offers_always(asked_line(term, "write"))  # asked again

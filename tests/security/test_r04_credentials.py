@@ -30,11 +30,11 @@ from tests.security._support_toolrules import (
     stub,
     term,
     user_home,
-    workdir,
+    work,
 )
 from tests.support import CANARY_KEY, assert_no_canary
 
-__all__ = ["dsh_env", "home", "stub", "term", "user_home", "workdir"]
+__all__ = ["dsh_env", "home", "stub", "term", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -53,10 +53,10 @@ def plant_credentials(user_home: Path) -> None:
 
 
 def test_allow_read_does_not_let_the_model_read_an_ssh_key(
-    dsh_env: dict[str, str], home: Path, workdir: Path, user_home: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, user_home: Path, stub: StubServer
 ) -> None:
     plant_credentials(user_home)
-    (workdir / "key").symlink_to(user_home / ".ssh" / "id_ed25519")
+    (work / "key").symlink_to(user_home / ".ssh" / "id_ed25519")
     attack(
         stub,
         ("read", {"file_path": "~/.ssh/id_ed25519"}),
@@ -65,7 +65,7 @@ def test_allow_read_does_not_let_the_model_read_an_ssh_key(
         ("grep", {"pattern": "secret", "path": "~/.aws"}),
         ("glob", {"pattern": "*", "path": "~/.ssh"}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "all", stdin="find my keys\n")
+    run = run_dsh(dsh_env, work, "--allow", "all", stdin="find my keys\n")
     assert run.returncode == 0, run.stderr
     for refused in results(home):
         assert refused["is_error"] and "credentials" in refused["content"], refused["content"]
@@ -75,7 +75,7 @@ def test_allow_read_does_not_let_the_model_read_an_ssh_key(
 
 
 def test_allow_read_does_not_let_the_model_read_dsh_home(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     home.mkdir()
     (home / "config.toml").write_text(f'[mcp.servers.x]\nheaders = {{token = "{SECRET}"}}\n')
@@ -84,7 +84,7 @@ def test_allow_read_does_not_let_the_model_read_dsh_home(
         ("read", {"file_path": str(home / "config.toml")}),
         ("grep", {"pattern": "token", "path": str(home)}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "read", stdin="what servers do I have\n")
+    run = run_dsh(dsh_env, work, "--allow", "read", stdin="what servers do I have\n")
     assert run.returncode == 0, run.stderr
     for refused in results(home):
         assert refused["is_error"] and "credentials" in refused["content"], refused["content"]
@@ -92,7 +92,7 @@ def test_allow_read_does_not_let_the_model_read_dsh_home(
 
 
 def test_a_grep_over_home_steps_around_credentials_and_says_so(
-    dsh_env: dict[str, str], home: Path, workdir: Path, user_home: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, user_home: Path, stub: StubServer
 ) -> None:
     plant_credentials(user_home)
     attack(
@@ -100,7 +100,7 @@ def test_a_grep_over_home_steps_around_credentials_and_says_so(
         ("grep", {"pattern": "secret", "path": "~"}),
         ("glob", {"pattern": "**/*", "path": "~"}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "read", stdin="search my home\n")
+    run = run_dsh(dsh_env, work, "--allow", "read", stdin="search my home\n")
     assert run.returncode == 0, run.stderr
     grep, glob = results(home)
     assert not grep["is_error"] and not glob["is_error"]
@@ -113,10 +113,10 @@ def test_a_grep_over_home_steps_around_credentials_and_says_so(
     assert SECRET not in json.dumps(stub.requests) and "id_ed25519" not in json.dumps(stub.requests)
 
 
-def own_process_spellings(pid: int, workdir: Path) -> list[str]:
+def own_process_spellings(pid: int, work: Path) -> list[str]:
     """Ways to name dsh's own ``environ``: direct, by pid, by thread, through links and ``..``."""
-    (workdir / "env").symlink_to("/proc/self/environ")
-    (workdir / "me").symlink_to(f"/proc/{pid}")
+    (work / "env").symlink_to("/proc/self/environ")
+    (work / "me").symlink_to(f"/proc/{pid}")
     return [
         "/proc/self/environ",
         "/proc/thread-self/environ",
@@ -130,10 +130,10 @@ def own_process_spellings(pid: int, workdir: Path) -> list[str]:
 
 
 def test_the_model_cannot_read_the_key_from_dsh_s_own_environ(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    with running_dsh(dsh_env, workdir, "--allow", "all") as proc:
-        paths = own_process_spellings(proc.pid, workdir)
+    with running_dsh(dsh_env, work, "--allow", "all") as proc:
+        paths = own_process_spellings(proc.pid, work)
         attack(stub, *(("read", {"file_path": path}) for path in paths))
         out, err = proc.communicate(b"what is my environment\n", timeout=60)
     assert proc.returncode == 0, err
@@ -147,9 +147,9 @@ def test_the_model_cannot_read_the_key_from_dsh_s_own_environ(
 
 
 def test_a_grep_over_proc_does_not_search_dsh_s_own_files(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    with running_dsh(dsh_env, workdir, "--allow", "read") as proc:
+    with running_dsh(dsh_env, work, "--allow", "read") as proc:
         attack(stub, ("grep", {"pattern": "DEEPSEEK_API_KEY=", "path": f"/proc/{proc.pid}"}))
         out, err = proc.communicate(b"look\n", timeout=60)
     assert proc.returncode == 0, err

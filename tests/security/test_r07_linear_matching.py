@@ -30,11 +30,11 @@ from tests.security._support_toolrules import (
     running_dsh,
     stub,
     user_home,
-    workdir,
+    work,
 )
 from tests.support import wait_until
 
-__all__ = ["dsh_env", "home", "stub", "user_home", "workdir"]
+__all__ = ["dsh_env", "home", "stub", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -47,23 +47,23 @@ a's without the b."""
 
 
 def test_grep_with_nested_quantifiers_on_41_bytes_does_not_pin_a_core(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    (workdir / "victim.txt").write_text("a" * 40 + "!")
+    (work / "victim.txt").write_text("a" * 40 + "!")
     attack(stub, ("grep", {"pattern": "(a+)+$", "path": "victim.txt"}))
-    run = run_dsh(dsh_env, workdir, stdin="search\n")
+    run = run_dsh(dsh_env, work, stdin="search\n")
     assert run.returncode == 0, run.stderr
     (result,) = results(home)
     assert result["content"] == "no matches for /(a+)+$/ in victim.txt"
 
 
 def test_a_gitignore_line_of_many_stars_does_not_pin_a_core(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    (workdir / ".gitignore").write_text(STARS + "\n")
-    (workdir / ("a" * 40)).write_text("needle\n")
+    (work / ".gitignore").write_text(STARS + "\n")
+    (work / ("a" * 40)).write_text("needle\n")
     attack(stub, ("grep", {"pattern": "needle"}), ("glob", {"pattern": "**/*"}))
-    run = run_dsh(dsh_env, workdir, stdin="search\n")
+    run = run_dsh(dsh_env, work, stdin="search\n")
     assert run.returncode == 0, run.stderr
     grep, glob = results(home)
     assert grep["content"] == f"{'a' * 40}:1:needle"
@@ -71,11 +71,11 @@ def test_a_gitignore_line_of_many_stars_does_not_pin_a_core(
 
 
 def test_a_glob_of_many_stars_does_not_pin_a_core(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    (workdir / ("a" * 40)).write_text("x\n")
+    (work / ("a" * 40)).write_text("x\n")
     attack(stub, ("glob", {"pattern": STARS}), ("grep", {"pattern": "x", "glob": STARS}))
-    run = run_dsh(dsh_env, workdir, stdin="find\n")
+    run = run_dsh(dsh_env, work, stdin="find\n")
     assert run.returncode == 0, run.stderr
     glob, grep = results(home)
     assert glob["content"].startswith(f"no files match {STARS}")
@@ -83,7 +83,7 @@ def test_a_glob_of_many_stars_does_not_pin_a_core(
 
 
 def test_ctrl_c_ends_a_grep_that_runs_through_a_huge_file(
-    dsh_env: dict[str, str], home: Path, workdir: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     """SIGINT on a pipe while ``grep`` runs: the turn ends ``aborted`` and dsh leaves (130).
 
@@ -91,14 +91,14 @@ def test_ctrl_c_ends_a_grep_that_runs_through_a_huge_file(
     a terabyte, a line of text and then holes (no disk used), which a linear engine is still
     reading when the signal comes: so the grep is running, whichever engine it is.
     """
-    tree = workdir / "tree"
+    tree = work / "tree"
     tree.mkdir()
     (tree / "a-victim.txt").write_text("a" * 40 + "!")
     with open(tree / "b-huge.txt", "wb") as huge:
         huge.write(b"text first, then a terabyte of holes\n")
         os.truncate(huge.fileno(), 1 << 40)
     attack(stub, ("grep", {"pattern": "(a+)+$", "path": "tree"}))
-    with running_dsh(dsh_env, workdir) as proc:
+    with running_dsh(dsh_env, work) as proc:
         assert proc.stdin is not None
         proc.stdin.write(b"search the tree\n")
         proc.stdin.flush()

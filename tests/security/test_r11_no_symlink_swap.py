@@ -33,10 +33,10 @@ from tests.security._support_toolrules import (
     stub,
     term,
     user_home,
-    workdir,
+    work,
 )
 
-__all__ = ["dsh_env", "home", "stub", "term", "user_home", "workdir"]
+__all__ = ["dsh_env", "home", "stub", "term", "user_home", "work"]
 
 
 def swap_for_symlink(directory: Path, target: Path) -> None:
@@ -56,31 +56,31 @@ def outside(tmp_path: Path) -> Path:
     "path", ["docs/new.md", "docs/pkg/deep/mod.py"], ids=["new file", "new directories"]
 )
 def test_a_directory_swapped_for_a_symlink_after_the_check_is_not_followed(
-    workdir: Path, outside: Path, tmp_path: Path, path: str
+    work: Path, outside: Path, tmp_path: Path, path: str
 ) -> None:
-    (workdir / "docs").mkdir()
-    write = WriteTool(Workspace.at(workdir, tmp_path / "out"))
+    (work / "docs").mkdir()
+    write = WriteTool(Workspace.at(work, tmp_path / "out"))
     invocation = write.prepare({"file_path": path, "content": "planted\n"})
     assert invocation.access.outside == ()  # checked: inside
-    swap_for_symlink(workdir / "docs", outside)
+    swap_for_symlink(work / "docs", outside)
     with pytest.raises(ToolError, match="symlink"):
         complete(invocation)
     assert list(outside.iterdir()) == []
 
 
 def test_an_edited_file_swapped_for_a_symlink_is_not_written_through(
-    workdir: Path, outside: Path, tmp_path: Path
+    work: Path, outside: Path, tmp_path: Path
 ) -> None:
     victim = outside / "victim.txt"
     victim.write_text("old\n")
-    (workdir / "notes").mkdir()
-    (workdir / "notes" / "a.txt").write_text("old\n")
-    workspace = Workspace.at(workdir, tmp_path / "out")
+    (work / "notes").mkdir()
+    (work / "notes" / "a.txt").write_text("old\n")
+    workspace = Workspace.at(work, tmp_path / "out")
     complete(ReadTool(workspace).prepare({"file_path": "notes/a.txt"}))
     edit = EditTool(workspace).prepare(
         {"file_path": "notes/a.txt", "old_string": "old", "new_string": "new"}
     )
-    swap_for_symlink(workdir / "notes", outside)
+    swap_for_symlink(work / "notes", outside)
     (outside / "a.txt").hardlink_to(victim)  # same name, another file
     with pytest.raises(ToolError):
         complete(edit)
@@ -89,20 +89,20 @@ def test_an_edited_file_swapped_for_a_symlink_is_not_written_through(
 
 @pytest.mark.slow
 def test_a_hard_link_to_a_file_outside_is_not_edited_under_allow_write(
-    dsh_env: dict[str, str], home: Path, workdir: Path, outside: Path, stub: StubServer
+    dsh_env: dict[str, str], home: Path, work: Path, outside: Path, stub: StubServer
 ) -> None:
     secret = outside / "authorized_keys"
     secret.write_text("ssh-ed25519 AAAA user\n")
-    os.link(secret, workdir / "keys.txt")
+    os.link(secret, work / "keys.txt")
     attack(
         stub,
         ("read", {"file_path": "keys.txt"}),
         ("edit", {"file_path": "keys.txt", "old_string": "user", "new_string": "attacker"}),
         ("write", {"file_path": "keys.txt", "content": "ssh-ed25519 BBBB attacker\n"}),
     )
-    run = run_dsh(dsh_env, workdir, "--allow", "write", stdin="fix the keys\n")
+    run = run_dsh(dsh_env, work, "--allow", "write", stdin="fix the keys\n")
     assert run.returncode == 0, run.stderr
-    assert os.stat(workdir / "keys.txt").st_ino == secret.stat().st_ino  # still one file, unchanged
+    assert os.stat(work / "keys.txt").st_ino == secret.stat().st_ino  # still one file, unchanged
     assert secret.read_text() == "ssh-ed25519 AAAA user\n"
     _, edit, write = results(home)
     for refused in (edit, write):
@@ -111,13 +111,13 @@ def test_a_hard_link_to_a_file_outside_is_not_edited_under_allow_write(
 
 @pytest.mark.slow
 def test_a_directory_swapped_while_the_question_waits_is_not_followed(
-    term: Terminal, stub: StubServer, workdir: Path, outside: Path
+    term: Terminal, stub: StubServer, work: Path, outside: Path
 ) -> None:
-    (workdir / "docs").mkdir()
+    (work / "docs").mkdir()
     attack(stub, ("write", {"file_path": "docs/new.md", "content": "planted\n"}))
     term.send_turn("write the docs")
     asked_line(term, "write")  # checked: the question is on screen
-    swap_for_symlink(workdir / "docs", outside)
+    swap_for_symlink(work / "docs", outside)
     term.keys("y\r")
     term.child.expect(r"\[tool failed write\][^\r\n]*symlink")
     term.child.expect_exact("Tool results: [write] Error:")

@@ -1,0 +1,172 @@
+"""The line format of a session log: writing a line, and the one reader of every line.
+
+    line 1    {"type":"session","version":1,"id":...,"created":...,"cwd":...}
+    line 2..  {"type":...,"seq":0,"time":...,"data":{...}}      seq counts from 0 without gaps
+
+Pure functions over bytes, no I/O: the writer (:mod:`.log`), the loader that repairs
+(:mod:`.store`) and the readers that do not (:mod:`.catalogue`) all go through
+:func:`decode_event`, so a line means the same thing to each of them. A line's ``data`` is read
+by :func:`dsh_core.events.parse_record`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..chain import error_chain
+from ..errors import SessionLogError, UsageError
+from ..events import SessionEvent, parse_record
+
+__all__ = [
+    "FORMAT_VERSION",
+    "check_header",
+    "damaged",
+    "decode_event",
+    "encode_line",
+    "format_time",
+    "header_version",
+    "is_turn_end",
+    "text_prefix",
+    "utc",
+]
+
+FORMAT_VERSION = 1
+"""The format this code writes; logs with a higher version are refused, not guessed at."""
+
+_LINE_BREAKS = (("\x85", "\\u0085"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+"""Characters that end a line for str.splitlines() but not for JSON, and their escapes."""
+_JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
+
+
+def format_time(moment: datetime) -> str:
+    """``2026-11-30T09:15:02.123Z``: UTC with milliseconds; a naive datetime is taken as UTC."""
+    moment = utc(moment)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive datetime is taken to be UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def encode_line(value: dict[str, Any]) -> bytes:
+    """One JSON line, compact, UTF-8, keys in the order the writer built them.
+
+    Parseable line by line by any reader: U+0085, U+2028 and U+2029 are escaped.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"session event is not JSON-serialisable: {error_chain(exc)}") from exc
+    # Only JSON strings can hold these, so escaping them is exact; raw, they split the line
+    # for readers that use str.splitlines() (NEL, LINE and PARAGRAPH SEPARATOR).
+    for char, escape in _LINE_BREAKS:
+        if char in text:
+            text = text.replace(char, escape)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (undecodable path bytes, a split pair in model output) have no UTF-8
+        # form; \u escapes keep the line valid UTF-8 and read back to the same string.
+        return (json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+
+
+def damaged(path: Path, line: int, why: str) -> SessionLogError:
+    """The error for a damaged line: it names the file and the line."""
+    return SessionLogError(f"session log {path} is damaged at line {line}: {why}")
+
+
+def check_header(raw: bytes, path: Path) -> dict[str, Any]:
+    """The header on line 1 (with its newline), checked; SessionLogError says what is wrong."""
+    if not raw.endswith(b"\n"):
+        raise damaged(
+            path, 1, "the header line is incomplete (the session was never fully created)"
+        )
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise damaged(path, 1, "the header is not JSON") from None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        raise damaged(path, 1, "the first line is not a session header")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise damaged(path, 1, f"the header has no valid format version ({version!r})")
+    if version > FORMAT_VERSION:
+        raise SessionLogError(
+            f"session log {path} is format version {version}, written by a newer dsh; "
+            f"this dsh reads version {FORMAT_VERSION}: upgrade dsh to open it"
+        )
+    for field in ("id", "created", "cwd"):
+        if not isinstance(header.get(field), str):
+            raise damaged(path, 1, f"the header has no {field}")
+    return header
+
+
+def header_version(raw: bytes) -> int:
+    """The header line's format version, or 0 when it has none that can be read."""
+    value = _json_object(raw)
+    version = value.get("version") if isinstance(value, dict) else None
+    return version if isinstance(version, int) and not isinstance(version, bool) else 0
+
+
+def decode_event(raw: bytes, seq: int | None = None) -> SessionEvent | str:
+    """The event on one whole line, or what is wrong with it; ``seq`` None: any seq will do."""
+    value = _json_object(raw)
+    if isinstance(value, str):
+        return value
+    kind, number, time, data = (value.get(k) for k in ("type", "seq", "time", "data"))
+    if not (isinstance(kind, str) and isinstance(time, str) and isinstance(data, dict)):
+        return "not an event (type, seq, time, data)"
+    if not isinstance(number, int) or isinstance(number, bool) or seq not in (None, number):
+        return f"seq {number!r} where {seq} was expected"
+    try:
+        record = parse_record(kind, data)
+    except ValueError as exc:
+        return f"a {kind} event whose data is wrong ({error_chain(exc)})"
+    return SessionEvent(number, time, record)
+
+
+def is_turn_end(raw: bytes) -> bool:
+    """Whether the line is a ``turn/end`` (whatever its data): where a finished turn ends."""
+    if b'"turn/end"' not in raw:  # cheap filter before parsing
+        return False
+    value = _json_object(raw)
+    return isinstance(value, dict) and value.get("type") == "turn/end"
+
+
+def text_prefix(raw: bytes, limit: int) -> str:
+    """The first ``limit`` characters of the ``text`` of a line of which only the start was read.
+
+    For a listing's first user message, so that a long one (a whole diff) costs a few KiB.
+    ``ValueError`` says why it cannot be read.
+    """
+    data = raw.find(b'"data":')
+    key = raw.find(b'"text":"', data) if data >= 0 else -1
+    if key < 0:
+        raise ValueError("its text is not where it was expected")
+    chars = raw[key + len(b'"text":"') :].decode("utf-8", "ignore")  # the cut may split a char
+    body = _JSON_STRING_BODY.match(chars)
+    text = body.group() if body else ""
+    for cut in range(7):  # the cut may split an escape (at most 6 characters: \uXXXX)
+        try:
+            value = json.loads(f'"{text[: len(text) - cut]}"')
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            return value[:limit]
+    raise ValueError("its text is not a JSON string")
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | str:
+    """The JSON object on a line, or what is wrong with it."""
+    try:
+        value = json.loads(raw.decode("utf-8"))  # decode first: loads(bytes) sniffs encodings
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    except ValueError:
+        return "not JSON"
+    return value if isinstance(value, dict) else "not a JSON object"

@@ -1,0 +1,424 @@
+"""Where sessions live, and loading one back: ``$DSH_HOME/sessions``, crash repair included.
+
+    $DSH_HOME/sessions/<cwd key>/<session id>/session.jsonl      (0600; directories 0700)
+
+Usage::
+
+    store = SessionStore(Path("~/.dsh").expanduser())
+    log = store.create(Path.cwd())
+    log.append(TurnStart(turn=1, model="deepseek-v4-flash"), durable=True)  # a typed record
+    ...
+    log, report = store.open(log.id)       # repairs what a crash left, and says so
+    for notice in report.notices:
+        ...
+
+Loading is the only place that changes existing bytes, and only at the tail: a torn last line is
+truncated, damage after the last complete ``turn/end`` is moved byte for byte into a sidecar
+file, and a turn left open is closed by answering the tool calls it left (see
+:func:`dsh_core.history.closing_records`) and appending ``turn/end {kind: "interrupted"}``.
+Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. Readers
+that must not lock or repair (``--sessions``, ``--show``) use :meth:`SessionStore.summaries`
+and :meth:`SessionStore.read`. The design note is ``docs/notes/2026-11-30-session-log.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePath
+from typing import Any
+
+from ..errors import SessionLogError, UsageError
+from ..events import Record, SessionEvent, TurnEnd, TurnStart
+from ..fileio import fsync_directory
+from ..history import closing_records
+from .catalogue import SessionSummary, StoredSession, read_log, summarise_log
+from .lines import (
+    FORMAT_VERSION,
+    check_header,
+    damaged,
+    decode_event,
+    encode_line,
+    format_time,
+    is_turn_end,
+    utc,
+)
+from .log import SessionLog, lock, write_all
+
+__all__ = ["LoadReport", "SessionStore", "cwd_key"]
+
+logger = logging.getLogger(__name__)
+# A library must not print: without this, Python's last-resort handler writes our warnings to
+# stderr when the application has not configured logging.
+logger.addHandler(logging.NullHandler())
+
+SESSIONS_DIR = "sessions"
+LOG_NAME = "session.jsonl"
+DAMAGED_SUFFIX = ".damaged-"
+
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_KEY_NAME_LENGTH = 48
+"""Characters of the readable part of a cwd key; the tail of the path says the most."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """What loading a session repaired; empty when the file was whole."""
+
+    notices: tuple[str, ...] = ()
+    """One human-readable line per repair, in the order they were made."""
+    interrupted_turn: int | None = None
+    """The turn this load closed as ``interrupted``, else None."""
+    appended: int = 0
+    """Events this load appended to close that turn (results for its calls, ``turn/end``)."""
+
+
+def cwd_key(cwd: str) -> str:
+    """The directory name for a working directory: readable tail of the path plus a hash.
+
+    ``/home/ann/src/dsh`` becomes ``home-ann-src-dsh-<12 hex digits>``. The readable part is
+    sanitised and shortened, so the hash of the full path is what keeps keys apart.
+    """
+    parts = [part for part in PurePath(cwd).parts if part not in ("/", "")]
+    name = _KEY_UNSAFE.sub("_", "-".join(parts))[-_KEY_NAME_LENGTH:].lstrip("._-") or "root"
+    digest = hashlib.sha256(os.fsencode(cwd)).hexdigest()[:12]
+    return f"{name}-{digest}"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _make_private_dirs(directory: Path) -> list[Path]:
+    """Create ``directory`` and missing parents as 0700; return those created, outermost first.
+
+    The mode is set with chmod after mkdir because mkdir's mode is filtered by the umask.
+    Directories that already exist are left as their owner set them.
+    """
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    created: list[Path] = []
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, _DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it between our check and mkdir
+        os.chmod(path, _DIR_MODE)
+        created.append(path)
+    return created
+
+
+class SessionStore:
+    """Owns ``$DSH_HOME/sessions``: creates, finds, lists and loads session logs.
+
+    ``clock`` and ``new_id`` are injectable so a replay reproduces a log byte for byte.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        new_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.home = Path(home)
+        self.root = self.home / SESSIONS_DIR
+        self._clock = clock if clock is not None else _utc_now
+        self._new_id = new_id if new_id is not None else self._default_id
+
+    def _default_id(self) -> str:
+        # Sortable by creation at a glance, unique through the random tail.
+        return f"{utc(self._clock()):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+    def create(self, cwd: Path) -> SessionLog:
+        """Start a new session for ``cwd``: directories, file and header made durable."""
+        cwd_text = os.path.abspath(cwd)
+        session_id = self._new_id()
+        if not _ID_PATTERN.fullmatch(session_id):
+            raise UsageError(f"session id {session_id!r} is not a safe directory name")
+        created = format_time(self._clock())
+        directory = self.root / cwd_key(cwd_text) / session_id
+        path = directory / LOG_NAME
+        header = {
+            "type": "session",
+            "version": FORMAT_VERSION,
+            "id": session_id,
+            "created": created,
+            "cwd": cwd_text,
+        }
+        try:
+            made = _make_private_dirs(directory.parent)
+            os.mkdir(directory, _DIR_MODE)
+            os.chmod(directory, _DIR_MODE)
+            made.append(directory)
+            fd = os.open(
+                path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, _FILE_MODE
+            )
+        except FileExistsError as exc:
+            raise SessionLogError(f"session {session_id} already exists in {directory}") from exc
+        except OSError as exc:
+            raise SessionLogError(f"cannot create session log {path}") from exc
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            lock(fd, path)
+            write_all(fd, encode_line(header))
+            os.fsync(fd)
+            # The new entries live in their parents: the file in ``directory``, each new
+            # directory in the one above it.
+            fsync_directory(directory)
+            for new in made:
+                fsync_directory(new.parent)
+        except BaseException as exc:
+            os.close(fd)
+            if isinstance(exc, OSError):
+                raise SessionLogError(f"cannot create session log {path}") from exc
+            raise
+        return SessionLog(fd=fd, path=path, header=header, events=[], clock=self._clock)
+
+    def open(self, session_id: str) -> tuple[SessionLog, LoadReport]:
+        """Load a session by id, repairing what a crash left (see :class:`LoadReport`).
+
+        Raises SessionLogError for an unknown id, a log in use, damage before the last complete
+        turn, or a newer format version.
+        """
+        return self._load(self.find(session_id))
+
+    def find(self, session_id: str) -> Path:
+        """The log of the session ``session_id``, without opening it.
+
+        Raises SessionLogError for an id that is unknown, unsafe, or in two directories.
+        """
+        found = (
+            sorted(self.root.glob(f"*/{session_id}/{LOG_NAME}"))
+            if _ID_PATTERN.fullmatch(session_id)
+            else []
+        )
+        if not found:
+            raise SessionLogError(f"no session {session_id!r} in {self.root}")
+        if len(found) > 1:
+            places = ", ".join(str(path) for path in found)
+            raise SessionLogError(f"session id {session_id!r} is ambiguous: {places}")
+        return found[0]
+
+    def newest(self, cwd: Path) -> tuple[SessionLog, LoadReport] | None:
+        """Load the most recently written session of ``cwd``, or None when it has none."""
+        path = self.newest_path(cwd)
+        return None if path is None else self._load(path)
+
+    def newest_path(self, cwd: Path) -> Path | None:
+        """The log of the most recently written session of ``cwd``, without opening it."""
+        candidates = list(self._logs(self.root / cwd_key(os.path.abspath(cwd))))
+        if not candidates:
+            return None
+        return max(candidates, key=lambda item: _recency(item[0], item[1]))[0]
+
+    def summaries(self, cwd: Path | None = None) -> list[SessionSummary]:
+        """Sessions of ``cwd`` (or of every directory) for a listing, most recent first.
+
+        Read-only and fast: no lock, no repair, and from each log only its head and its tail
+        (see :func:`summarise_log`); the first is the one :meth:`newest` would load. A damaged
+        log is listed with what could be read. Raises SessionLogError when the sessions
+        directory itself cannot be read; a missing one holds no sessions.
+        """
+        try:
+            if not stat.S_ISDIR(os.stat(self.root).st_mode):
+                raise SessionLogError(f"{self.root} is not a directory")
+            if cwd is None:
+                keys = sorted(self.root.iterdir())
+            else:
+                keys = [self.root / cwd_key(os.path.abspath(cwd))]
+            found = [item for key in keys for item in self._logs(key)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise SessionLogError(f"cannot read the sessions in {self.root}") from exc
+        found.sort(key=lambda item: _recency(item[0], item[1]), reverse=True)
+        return [summarise_log(path, status) for path, status in found]
+
+    def read(self, session_id: str) -> StoredSession:
+        """The session ``session_id`` as its log holds it, read without locking or repairing.
+
+        For readers (``dsh --show``): a session that a running dsh is writing can be read.
+        """
+        return read_log(self.find(session_id))
+
+    @staticmethod
+    def _logs(key_dir: Path) -> Iterator[tuple[Path, os.stat_result]]:
+        if not key_dir.is_dir():
+            return
+        for session_dir in sorted(key_dir.iterdir()):
+            path = session_dir / LOG_NAME
+            try:
+                status = path.stat()
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # a stray file, or a session still being created
+            yield path, status
+
+    def _load(self, path: Path) -> tuple[SessionLog, LoadReport]:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SessionLogError(f"cannot open session log {path}") from exc
+        try:
+            lock(fd, path)
+            scan = _scan(fd, path)
+            repaired = self._repair_tail(fd, path, scan)
+            notices = [repaired] if repaired is not None else []
+            log = SessionLog(
+                fd=fd, path=path, header=scan.header, events=scan.events, clock=self._clock
+            )
+        except OSError as exc:
+            os.close(fd)
+            raise SessionLogError(f"cannot load session log {path}") from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        interrupted: int | None = None
+        closing: list[Record] = []
+        if scan.open_turn is not None:
+            interrupted = scan.open_turn
+            opened = max(i for i, e in enumerate(log.events) if isinstance(e.record, TurnStart))
+            records = [event.record for event in log.events[opened:]]
+            try:
+                closing = closing_records(records, TurnEnd(interrupted, "interrupted"))
+                log.extend(closing, durable=True)
+            except BaseException:
+                log.close()
+                raise
+            unpaired = len(closing) - 1
+            notices.append(
+                f"turn {interrupted} was left open by a process that exited; "
+                + (f"answered its {unpaired} unfinished tool call(s) and " if unpaired else "")
+                + "closed it as interrupted"
+            )
+        for notice in notices:
+            logger.warning("session %s: %s", log.id, notice)
+        appended = len(closing) if interrupted is not None else 0
+        return log, LoadReport(tuple(notices), interrupted, appended)
+
+    def _repair_tail(self, fd: int, path: Path, scan: _Scan) -> str | None:
+        """Cut the file back to its last good line, keeping damaged bytes in a sidecar.
+
+        Returns the notice that says what was done, or None when the tail was whole.
+        """
+        if scan.damage is not None:
+            line, offset, why = scan.damage
+            size = os.fstat(fd).st_size
+            moved = os.pread(fd, size - offset, offset)
+            sidecar = self._write_sidecar(path, moved)
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+            return (
+                f"line {line} of {path} was damaged ({why}); moved it and everything after it "
+                f"({len(moved)} bytes) to {sidecar}"
+            )
+        elif scan.torn is not None:
+            line, offset = scan.torn
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+            return (
+                f"truncated a torn last line (line {line}, {size - offset} bytes) "
+                f"left by an interrupted write to {path}"
+            )
+        return None
+
+    def _write_sidecar(self, path: Path, data: bytes) -> Path:
+        stamp = f"{utc(self._clock()):%Y%m%dT%H%M%S.%f}"[:-3] + "Z"
+        base = path.with_name(f"{path.name}{DAMAGED_SUFFIX}{stamp}")
+        candidate, n = base, 1
+        while True:
+            try:
+                fd = os.open(
+                    candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE
+                )
+                break
+            except FileExistsError:
+                n += 1
+                candidate = base.with_name(f"{base.name}-{n}")
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # The sidecar must be durable before the log loses those bytes.
+        fsync_directory(path.parent)
+        return candidate
+
+
+@dataclass(slots=True)
+class _Scan:
+    header: dict[str, Any]
+    events: list[SessionEvent]
+    open_turn: int | None
+    """The turn of a ``turn/start`` with no ``turn/end`` after it."""
+    damage: tuple[int, int, str] | None
+    """(line number, byte offset, what is wrong) of the first bad line, when it may be moved."""
+    torn: tuple[int, int] | None
+    """(line number, byte offset) of a last line without its newline."""
+
+
+def _scan(fd: int, path: Path) -> _Scan:
+    """Read the whole log once, line by line, and find where its good part ends."""
+    events: list[SessionEvent] = []
+    open_turn: int | None = None
+    damage: tuple[int, int, str] | None = None
+    torn: tuple[int, int] | None = None
+    os.lseek(fd, 0, os.SEEK_SET)
+    # Read through a buffered reader on a dup: closing it must not close ``fd``.
+    with os.fdopen(os.dup(fd), "rb") as file:
+        header_line = file.readline()
+        if not header_line:
+            raise damaged(path, 1, "the file is empty (the session was never fully created)")
+        header = check_header(header_line, path)
+        offset = len(header_line)
+        number = 1
+        for raw in file:
+            number += 1
+            if not raw.endswith(b"\n"):
+                torn = (number, offset)
+                break
+            if damage is None:
+                parsed = decode_event(raw, len(events))
+                if isinstance(parsed, str):
+                    damage = (number, offset, parsed)
+                else:
+                    events.append(parsed)
+                    if isinstance(parsed.record, TurnStart):
+                        open_turn = parsed.record.turn
+                    elif isinstance(parsed.record, TurnEnd):
+                        open_turn = None
+            elif is_turn_end(raw):
+                # A complete turn/end after the damage: the damage is inside a finished turn,
+                # and moving it would drop that turn. Refuse rather than guess.
+                line, _, why = damage
+                raise damaged(
+                    path,
+                    line,
+                    f"{why}; it comes before the complete turn/end on line {number}, "
+                    "so dsh will not repair it",
+                )
+            offset += len(raw)
+    return _Scan(header, events, open_turn, damage, torn)
+
+
+# Reading without a lock: listings and transcripts (``dsh --sessions``, ``dsh --show``).
+
+
+def _recency(path: Path, status: os.stat_result) -> tuple[int, str]:
+    """How recent a session is: its log's modification time, then its id to break ties."""
+    return status.st_mtime_ns, path.parent.name
