@@ -158,7 +158,6 @@ class Runtime:
                 workspace=workspace,
                 network="network" in config.allow,
                 on_chosen=self._sandbox_chosen,
-                dsh_home=config.home,
             )
             toolbox = Toolbox(builtin_tools(workspace, launcher=lambda: launcher))
         prompt: str | None = None
