@@ -7,6 +7,20 @@ approval question a one-shot run at a terminal asks.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":
+    # `python -m dsh_stdio` put the working directory first on sys.path: a `signal.py`,
+    # `httpx.py` or `dsh_core/` planted there would be imported instead of ours and run with the
+    # key (SPEC 10.1). Dropped before any other import (`os` is loaded already, by the start-up).
+    import os
+
+    try:
+        _cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the working directory is gone: nothing can be planted in it
+        _cwd = ""
+    sys.path[:] = [entry for entry in sys.path if entry and os.path.realpath(entry) != _cwd]
+
 import signal
 
 # Until main() runs, Ctrl-C ends the process as the signal itself (status 130 in a shell)
@@ -16,7 +30,6 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn

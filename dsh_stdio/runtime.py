@@ -152,7 +152,8 @@ class Runtime:
         toolbox = Toolbox()
         self.launcher = None
         if config.tools:
-            workspace = Workspace.at(cwd, output_dir=log.path.parent / TOOL_OUTPUT_DIR)
+            output_dir = log.path.parent / TOOL_OUTPUT_DIR
+            workspace = Workspace.at(cwd, output_dir, dsh_home=config.home)
             launcher = self.launcher = choose_launcher(
                 config.sandbox,
                 workspace=workspace,

@@ -10,7 +10,9 @@
 The child runs in a new session (so its own process group, and no controlling terminal: the
 terminal's Ctrl-C reaches dsh, not the command), with stdin ``/dev/null``, stdout and stderr on
 one pipe (they interleave as written), and no descriptor of ours (``close_fds``: the session
-log's locked descriptor never reaches it).
+log's locked descriptor never reaches it) but those named in ``pass_fds`` (a sandbox's set-up).
+Signals go to the child's process group, except where ``signal_group`` names another for all but
+SIGKILL (bubblewrap's sandbox runs in a session of its own).
 
 How it ends (times are :class:`Timings` fields; these are the defaults):
 
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCEL_ESCALATION",
     "DEFAULT_TIMINGS",
+    "SAVED_OUTPUT_LIMIT",
     "TIMEOUT_ESCALATION",
     "CappedOutput",
     "Completion",
@@ -96,6 +99,10 @@ CANCEL_ESCALATION: Escalation = (
 
 TIMEOUT_ESCALATION: Escalation = ((0.0, signal.SIGTERM), (2.0, signal.SIGKILL))
 """A command past its timeout: end it, and kill it if it does not end."""
+
+SAVED_OUTPUT_LIMIT = 64 * 1024 * 1024
+"""The most of a command's output its file keeps, in bytes (SPEC 10.8): ``yes`` for 600 s would
+otherwise fill about 175 GB."""
 
 _CHUNK = 64 * 1024
 """One read of the pipe (a Linux pipe holds 64 KiB by default)."""
@@ -151,14 +158,20 @@ async def run_child(
     sink: Callable[[bytes], None],
     time_limit: float,
     timings: Timings = DEFAULT_TIMINGS,
+    pass_fds: Sequence[int] = (),
+    signal_group: Callable[[], int | None] | None = None,
 ) -> Completion:
     """Run ``argv`` to its end, passing its output to ``sink`` as it arrives.
+
+    ``pass_fds`` are inherited by the child under their numbers. ``signal_group`` names the
+    process group that gets every signal but SIGKILL, when that is not the child's own (a
+    sandbox's, in a session of its own); None from it means the child's own.
 
     Raises OSError when the child cannot be started (a missing ``cwd`` or program). A
     cancellation is absorbed once the child is ended (see the module docstring).
     """
     hide_own_environment()
-    child = _Child.start(argv, cwd, env, sink)
+    child = _Child.start(argv, cwd, env, sink, pass_fds, signal_group)
     ended: Ended = "exited"
     signals: tuple[signal.Signals, ...] = ()
     try:
@@ -200,9 +213,16 @@ def hide_own_environment() -> None:
 class _Child:
     """A started child: its process group, the pipe it writes to, and the task reading it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], read_fd: int, sink: Callable[[bytes], None]):
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        read_fd: int,
+        sink: Callable[[bytes], None],
+        signal_group: Callable[[], int | None] | None = None,
+    ):
         self._proc = proc
         self._pgid = proc.pid  # a new session's leader: its pid is the group's id
+        self._signal_group = signal_group
         self._fd = read_fd
         self._sink = sink
         os.set_blocking(read_fd, False)
@@ -218,6 +238,8 @@ class _Child:
         cwd: Path,
         env: Mapping[str, str],
         sink: Callable[[bytes], None],
+        pass_fds: Sequence[int] = (),
+        signal_group: Callable[[], int | None] | None = None,
     ) -> _Child:
         read_fd, write_fd = os.pipe()
         try:
@@ -232,13 +254,14 @@ class _Child:
                 stderr=write_fd,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=tuple(pass_fds),
             )
         except BaseException:
             os.close(read_fd)
             raise
         finally:
             os.close(write_fd)  # the child has its copy: EOF comes when the last writer is gone
-        return cls(proc, read_fd, sink)
+        return cls(proc, read_fd, sink, signal_group)
 
     @property
     def returncode(self) -> int:
@@ -283,6 +306,14 @@ class _Child:
                     self._proc.wait()  # it has exited: this reaps without blocking
 
     def _signal(self, signum: signal.Signals) -> None:
+        if signum != signal.SIGKILL and self._signal_group is not None:
+            group = self._signal_group()
+            if group is not None:
+                try:
+                    os.killpg(group, signum)
+                    return
+                except (ProcessLookupError, PermissionError):
+                    pass  # that group is gone: the child's own is what is left
         # Gone already (ProcessLookupError), or no member we may signal (PermissionError:
         # a setuid program): either way there is nothing more we can do to the group.
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -356,13 +387,26 @@ class CappedOutput:
     Bytes are decoded as UTF-8 incrementally (a character split between two reads stays whole;
     invalid bytes become U+FFFD). Up to ``limit`` characters are kept in memory. Past it, a
     file (0600, in ``spill_dir``, created 0700 when missing) gets everything, written as it
-    arrives, and memory keeps only the first and the last ``limit // 2`` characters: 100 MB of
-    output costs no more memory than 31 KB. The API key is masked as the output arrives, so
-    neither the result nor the file holds it (SPEC 10.5).
+    arrives, up to ``file_limit`` bytes (it then stops, on a character's boundary, and
+    :meth:`text` says so), and memory keeps only the first and the last ``limit // 2``
+    characters: 100 MB of output costs no more memory than 31 KB. The API key is masked as the
+    output arrives, so neither the result nor the file holds it (SPEC 10.5).
     """
 
-    def __init__(self, spill_dir: Path, *, limit: int = 30_000, prefix: str = "output-") -> None:
+    def __init__(
+        self,
+        spill_dir: Path,
+        *,
+        limit: int = 30_000,
+        prefix: str = "output-",
+        file_limit: int = SAVED_OUTPUT_LIMIT,
+    ) -> None:
         self.limit = limit
+        self.file_limit = file_limit
+        self.saved = 0
+        """Bytes written to the file."""
+        self.file_full = False
+        """Whether the file stopped at ``file_limit``: the output went on past it."""
         self._spill_dir = spill_dir
         self._prefix = prefix
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -409,7 +453,12 @@ class CappedOutput:
         if not self.truncated:
             return "".join(self._parts)
         cut = self.chars - len(self._head) - len(self._tail)
-        if self._file_error is None:
+        if self._file_error is None and self.file_full:
+            where = (
+                f"the first {_size(self.file_limit)} of the output are in {self.path}; "
+                "the rest was not saved"
+            )
+        elif self._file_error is None:
             where = f"the whole output is in {self.path}"
         else:
             where = f"the whole output could not be saved: {error_chain(self._file_error)}"
@@ -449,10 +498,27 @@ class CappedOutput:
     def _write(self, text: str) -> None:
         if self._file is None:
             return
+        data = text.encode("utf-8")
+        room = self.file_limit - self.saved
+        if len(data) > room:
+            # The last piece: cut on a character's boundary (what "ignore" drops is the
+            # beginning of a character that did not fit).
+            data = data[:room].decode("utf-8", "ignore").encode("utf-8")
+            self.file_full = True
         try:
-            self._file.write(text.encode("utf-8"))
+            self._file.write(data)
+            self.saved += len(data)
         except OSError as exc:
             self._file_error = exc
+        if self.file_full or self._file_error is not None:
             file, self._file = self._file, None
-            with contextlib.suppress(OSError):
+            try:
                 file.close()
+            except OSError as exc:
+                self._file_error = self._file_error or exc
+
+
+def _size(count: int) -> str:
+    """``64 MiB`` for 64 * 2**20 bytes; bytes, with separators, when not whole mebibytes."""
+    mebibytes, rest = divmod(count, 1 << 20)
+    return f"{mebibytes} MiB" if mebibytes and not rest else f"{count:,} bytes"

@@ -1,4 +1,4 @@
-"""``bash`` under bubblewrap: writes only the working directory, no network (SPEC section 8).
+"""``bash`` under bubblewrap: writes only the working directory, no network (SPEC 8 and 10).
 
     # at startup; raises SandboxUnavailable for "on" when bwrap cannot run here
     launcher = choose_launcher(config.sandbox, workspace=workspace, network="network" in allow)
@@ -8,14 +8,25 @@
 :class:`SandboxUnavailable` (naming the ``bubblewrap`` package) when it cannot run; ``auto``
 returns an :class:`AutoSandbox` that probes at the first ``bash`` call, never at startup, and
 runs unsandboxed, saying why in its note, when ``bwrap`` is missing or fails. The probe
-(:func:`probe_bwrap`) runs once per process.
+(:func:`probe_bwrap`) runs once per process, with the environment commands get (no key).
+
+Which bwrap: the first on ``PATH`` in a directory the sandbox cannot write (not relative, not
+inside the working directory unless dsh's installation keeps it read-only there); when the only
+ones on ``PATH`` are in such directories, ``/usr/bin/bwrap`` if it exists. A ``bwrap`` that a
+sandboxed command planted on ``PATH`` is never run (SPEC 10.1).
 
 What :class:`Bwrap` gives a command:
 
 - ``/`` read-only, the working directory writable (symlinks in it still lead to read-only
   places), a private ``/tmp``, a minimal ``/dev``, the sandbox's own ``/proc`` with
   ``/proc/sys`` read-only (uid 0 could otherwise write the host's sysctls);
+- inside the working directory, what :mod:`.confinement` keeps: dsh's own installation, git's
+  configuration and hooks, ``.dsh/`` and ``.agents/`` read-only, and the directories above them
+  pinned (SPEC 10.1, 10.2); the user's credentials and ``DSH_HOME`` empty (SPEC 10.4);
 - no network (``--unshare-net``: only a loopback of its own) unless network is allowed;
+- no sockets that reach outside, network or not: a seccomp filter (:mod:`.seccomp`) refuses
+  ``socket()`` for every family but IPv4, IPv6 and netlink, so no unix socket (docker's, an
+  agent's, a ``screen`` session's) can be connected to; ``socketpair()`` works (SPEC 10.6);
 - its own PID, IPC and UTS namespaces: it sees none of dsh's processes (nor their
   environment), and ``/proc/1`` is bwrap's small init, which reaps orphans (``--as-pid-1``
   is not used: a command as PID 1 could not even ``kill -9 $$`` itself);
@@ -23,39 +34,40 @@ What :class:`Bwrap` gives a command:
   injection into the user's terminal;
 - no capabilities (``--cap-drop ALL``): when dsh runs as root, bwrap otherwise keeps them,
   and a command could simply ``mount -o remount,rw /``;
-- the Unix sockets that would let it act outside hidden (a read-only mount does not stop a
-  ``connect``): the user's runtime directory (D-Bus session bus: ``systemd-run --user``),
-  the system bus, systemd's private socket, container engines' sockets, the SSH agent.
-  Others, in unusual places, stay reachable;
-- death with dsh (``--die-with-parent``): even a SIGKILL of dsh leaves no command behind.
+- death with dsh (``--die-with-parent``): bwrap dies with dsh, and the sandbox with bwrap, so
+  even a SIGKILL of dsh leaves no command behind.
 
-Signals: bubblewrap 0.8 forwards none, and a ``--new-session`` command is out of reach of
-the process group that dsh signals, so a Ctrl-C would kill bwrap and, with it, the command
-at once, without the SIGINT that lets ``pytest`` print its summary. A small relay in Python
-(:data:`_RELAY`, ``python -I -S``) therefore stands between: it is the process dsh starts and
-signals; it runs bwrap in a process group of its own, learns the sandbox's first process
-from ``--info-fd`` (holding signals until then), passes SIGINT, SIGTERM, SIGHUP and SIGQUIT
-on to the sandbox's process group, exits as bwrap exits, and dies with dsh
-(``PR_SET_PDEATHSIG``), as bwrap dies with it. A SIGKILL of the relay (the end of dsh's
-escalation) takes bwrap and the whole sandbox with it.
+Signals: bubblewrap 0.8 forwards none, and a ``--new-session`` command is out of reach of bwrap's
+process group, which dsh signals. So :meth:`Bwrap.launch` asks bwrap for the sandbox's first
+process (``--info-fd``), and dsh sends its SIGINT and SIGTERM to that process's group (the
+command can end its own way: ``pytest`` prints its summary); a signal that comes before bwrap has
+said goes to bwrap, which dies of it, and the sandbox with it. SIGKILL goes to bwrap's group.
 bwrap reports a command killed by signal N as exit status 128 + N.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
-import stat
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ..chain import error_chain
 from ..errors import SANDBOX_UNAVAILABLE, HarnessError
-from .launchers import Launcher, Unsandboxed
-from .workspace import Workspace
+from .confinement import (
+    Confinement,
+    RepositoryScan,
+    confine,
+    inside,
+    installation_paths,
+    on_path,
+)
+from .launchers import Launch, Launcher, Unsandboxed
+from .workspace import Workspace, child_environment
 
 __all__ = [
     "INSTALL_HINT",
@@ -65,6 +77,7 @@ __all__ = [
     "SandboxMode",
     "SandboxUnavailable",
     "choose_launcher",
+    "find_bwrap",
     "probe_bwrap",
     "require_bwrap",
 ]
@@ -74,22 +87,14 @@ SandboxMode = Literal["auto", "on", "off"]
 
 INSTALL_HINT = "Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap"
 
+SYSTEM_BWRAP = "/usr/bin/bwrap"
+"""Where distributions install bwrap: used when the only ones on ``PATH`` could be planted."""
+
 _PROBE_TIMEOUT_S = 30.0
 """A bound for a bwrap that hangs, not a measurement: the probe takes milliseconds."""
 
-_HIDDEN_PATHS = (
-    "/run/user",  # the users' runtime directories: D-Bus session bus, systemd --user, agents
-    "/run/dbus",  # the system bus
-    "/run/systemd/private",  # systemd itself, for root
-    "/run/docker.sock",
-    "/run/docker",
-    "/run/containerd",
-    "/run/podman",
-    "/run/libvirt",
-)
-"""Paths whose sockets would let a command act outside the sandbox, hidden when they exist."""
-
-_READ_ONLY_WORDS = ("read-only file system",)
+_READ_ONLY_WORDS = ("read-only file system", "device or resource busy")
+_NO_SOCKET_WORDS = ("address family not supported",)
 _NO_NETWORK_WORDS = (
     "network is unreachable",
     "temporary failure in name resolution",
@@ -116,6 +121,17 @@ class SandboxUnavailable(HarnessError):
         super().__init__(message, SANDBOX_UNAVAILABLE)
 
 
+@functools.cache
+def _socket_filter() -> bytes | None:
+    """The seccomp program for this machine, built once; None where there is none."""
+    from .seccomp import socket_filter
+
+    try:
+        return socket_filter()
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Bwrap:
     """Runs the shell under bubblewrap, writing only ``root``; implements ``Sandbox``."""
@@ -125,33 +141,51 @@ class Bwrap:
     network: bool = False
     """``--allow network``: keep the host's network."""
     program: str = "bwrap"
-    """The bwrap to run: a path found on ``PATH``."""
+    """The bwrap to run (:func:`find_bwrap`)."""
     home: Path | None = None
-    """The user's home directory, resolved, for the note when ``root`` is it or holds it."""
-    hide: tuple[str, ...] = ()
-    """Paths to hide from the command when they exist (sockets, directories of sockets)."""
-    python: str = field(default_factory=lambda: sys.executable)
-    """The interpreter that runs the signal relay."""
+    """The user's home directory, resolved: for the note, and where credentials are hidden."""
+    dsh_home: Path | None = None
+    """``DSH_HOME``: hidden from commands, like the credentials."""
+    installation: tuple[Path, ...] = ()
+    """dsh's installation (:func:`.confinement.installation_paths`): read-only where inside."""
+    scan: RepositoryScan | None = field(default=None, compare=False, repr=False)
+    """Finds nested repositories, once; None: only the working directory's own."""
+    seccomp: bytes | None = field(default_factory=_socket_filter, repr=False)
+    """The seccomp program handed to bwrap; None where this machine has none."""
 
     @classmethod
     def for_workspace(
-        cls, workspace: Workspace, *, network: bool = False, program: str = "bwrap"
+        cls,
+        workspace: Workspace,
+        *,
+        network: bool = False,
+        program: str = "bwrap",
     ) -> Bwrap:
-        """A Bwrap for ``workspace``: its root, its user's home, the sockets to hide."""
-        environment = workspace.environment
-        home = environment.get("HOME") or os.path.expanduser("~")
+        """A Bwrap for ``workspace``: its root, its user's home and ``DSH_HOME``, dsh's
+        installation."""
+        dsh_home = workspace.dsh_home
+        home = workspace.environment.get("HOME") or os.path.expanduser("~")
+        installation = tuple(
+            path
+            for path in (*installation_paths(), Path(os.path.realpath(program)))
+            if inside(path, workspace.root)  # only these need a mount
+        )
         return cls(
             workspace.root,
             network=network,
             program=program,
             home=Path(os.path.realpath(home)) if home.startswith("/") else None,
-            hide=_HIDDEN_PATHS + _agent_sockets(environment),
+            dsh_home=Path(os.path.realpath(dsh_home)) if dsh_home is not None else None,
+            installation=installation,
+            scan=RepositoryScan(workspace.root, skip=installation),
         )
 
     @property
     def note(self) -> str:
-        """``(sandboxed: writes only <dir>, no network)``, saying so when that is a lot."""
+        """``(sandboxed: writes only <dir>, reads all but your credentials, no network)``,
+        saying so when the working directory is a lot."""
         network = "network allowed" if self.network else "no network"
+        reads = "reads all but your credentials"
         root, home = self.root, self.home
         if root == Path("/"):
             warning = "writes anywhere under / — the working directory is the root"
@@ -160,11 +194,22 @@ class Bwrap:
         elif home is not None and home.is_relative_to(root):
             warning = f"writes only {root} — it holds your home directory {home}"
         else:
-            return f"(sandboxed: writes only {root}, {network})"
-        return f"(sandboxed: {warning}; {network})"
+            return f"(sandboxed: writes only {root}, {reads}, {network})"
+        return f"(sandboxed: {warning}; {reads}; {network})"
 
-    def arguments(self) -> list[str]:
+    def confinement(self) -> Confinement:
+        """What the sandbox keeps and hides inside ``root`` now (looked at for each command)."""
+        return confine(
+            self.root,
+            installation=self.installation,
+            found=self.scan.found() if self.scan is not None else None,
+            home=self.home,
+            dsh_home=self.dsh_home,
+        )
+
+    def arguments(self, plan: Confinement | None = None) -> list[str]:
         """bwrap's options, in the order they must be applied (later mounts cover earlier)."""
+        plan = self.confinement() if plan is None else plan
         root = str(self.root)
         whole = self.root == Path("/")
         options = ["--ro-bind", "/", "/"]
@@ -174,37 +219,77 @@ class Bwrap:
         options += ["--tmpfs", "/tmp"]
         if not whole:  # after /tmp: a working directory under /tmp goes on top of the tmpfs
             options += ["--bind", root, root]
-        # Looked at for each command: a socket that came or went since must not break it.
-        for path, is_dir in _existing(self.root, self.hide):
-            if is_dir:
-                options += ["--tmpfs", str(path)]
-            else:  # a socket: connect() to /dev/null is refused
-                options += ["--ro-bind", "/dev/null", str(path)]
+        for path in plan.pinned:  # a mount point: cannot be renamed away and replaced
+            options += ["--bind", str(path), str(path)]
+        for path in plan.read_only:
+            options += ["--ro-bind", str(path), str(path)]
+        for path in plan.placeholders:
+            options += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        for path in plan.hidden_dirs:
+            options += ["--tmpfs", str(path)]
+        for path in plan.hidden_files:  # reads as empty
+            options += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             options.append("--unshare-net")
         options += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
         options += ["--die-with-parent", "--cap-drop", "ALL", "--chdir", root]
         return options
 
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``[python, relay, <dsh pid>, bwrap, ..., "--", *argv]``."""
-        relay = [self.python, "-I", "-S", "-c", _RELAY, str(os.getpid())]
-        return [*relay, self.program, *self.arguments(), "--", *argv]
+    @contextlib.contextmanager
+    def launch(self, argv: Sequence[str]) -> Iterator[Launch]:
+        """``[bwrap, ..., "--", *argv]`` with its seccomp filter and the pipe that says where
+        the sandbox's first process is; on exit, undo what the confinement asks to undo."""
+        plan = self.confinement()
+        own: list[int] = []  # descriptors to close on the way out, whatever happens
+        try:
+            options = self.arguments(plan)
+            passed: list[int] = []
+            if self.seccomp is not None:
+                read_end, write_end = os.pipe()
+                own.append(read_end)
+                try:  # a few hundred bytes: one write, into an empty pipe, never blocks
+                    os.write(write_end, self.seccomp)
+                finally:
+                    os.close(write_end)
+                options += ["--seccomp", str(read_end)]
+                passed.append(read_end)
+            info_read, info_write = os.pipe()
+            own += [info_read, info_write]
+            options += ["--info-fd", str(info_write)]
+            passed.append(info_write)
+            launch = Launch(
+                [self.program, *options, "--", *argv],
+                pass_fds=tuple(passed),
+                signal_group=_FirstProcess(info_read),
+            )
+            try:
+                yield launch
+            finally:
+                launch.notes += _undo(plan)
+        finally:
+            for fd in own:
+                os.close(fd)
 
     def explain(self, output: str) -> str:
         """The line that ends a failed command's result: what the sandbox forbids.
 
         When ``output`` shows that the sandbox stopped the command (a read-only file system,
-        no network), the line says so and how to ask for more.
+        a pinned directory, no network, a refused socket), the line says so and how to ask
+        for more.
         """
         limits = []
         if self.root != Path("/"):
-            limits.append(f"the file system is read-only outside {self.root} and /tmp")
+            limits.append(
+                f"the file system is read-only outside {self.root} and /tmp, and inside it "
+                "for .git/config, .git/hooks, .dsh, .agents and dsh's own installation"
+            )
         if not self.network:
             limits.append("there is no network")
+        if self.seccomp is not None:
+            limits.append("unix sockets are refused")
         said = "; ".join(limits) or "other processes and some system paths are out of reach"
         text = output.lower()
-        hit = any(words in text for words in _READ_ONLY_WORDS) or (
+        hit = any(words in text for words in _READ_ONLY_WORDS + _NO_SOCKET_WORDS) or (
             not self.network and any(words in text for words in _NO_NETWORK_WORDS)
         )
         if not hit:
@@ -215,46 +300,64 @@ class Bwrap:
         )
 
 
-def _agent_sockets(environment: Mapping[str, str]) -> tuple[str, ...]:
-    """The user's runtime directory and agent sockets that the environment names."""
-    found = []
-    runtime = environment.get("XDG_RUNTIME_DIR", "")
-    if runtime.startswith("/"):
-        found.append(runtime)
-    for name in ("SSH_AUTH_SOCK", "GPG_AGENT_INFO"):
-        socket = environment.get(name, "").split(":")[0]
-        if socket.startswith("/"):
-            found.append(socket)
-    return tuple(found)
+class _FirstProcess:
+    """The sandbox's first process, as bwrap writes it to ``--info-fd`` (``child-pid``).
 
-
-def _existing(root: Path, paths: Sequence[str]) -> list[tuple[Path, bool]]:
-    """Those of ``paths`` that exist as a directory or a socket, resolved: (path, is a dir).
-
-    A path that is ``root`` or holds it stays visible: hiding it would hide the working
-    directory. One under ``/tmp`` is hidden by the private ``/tmp`` already.
+    Read without blocking when a signal is to be sent: bwrap writes it once, early; until then
+    (or if it never does) the answer is None and the signal goes to bwrap.
     """
-    found: list[tuple[Path, bool]] = []
-    for candidate in paths:
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._data = b""
+        self._pid: int | None = None
+
+    def __call__(self) -> int | None:
+        if self._pid is None:
+            with contextlib.suppress(OSError):  # nothing yet, or closed: try again next time
+                self._data += os.read(self._fd, 4096)
+            with contextlib.suppress(ValueError, AttributeError):
+                pid = json.loads(self._data).get("child-pid")
+                self._pid = pid if isinstance(pid, int) and pid > 0 else None
+        return self._pid
+
+
+def _undo(plan: Confinement) -> list[str]:
+    """After a command: remove the placeholders still empty, and what it made at a tripwire.
+
+    Returns a line for the result per tripwire the command crossed. Runs once the sandbox is
+    gone (its PID namespace dies with its first process), so nothing can race it from inside.
+    """
+    for path in plan.placeholders:
+        with contextlib.suppress(OSError):  # not empty (someone outside wrote there): kept
+            path.rmdir()
+    notes = []
+    for path in plan.tripwires:
+        if not os.path.lexists(path):
+            continue
+        import shutil  # rarely needed; with bz2 and lzma it costs startup time
+
         try:
-            path = Path(os.path.realpath(candidate))
-            mode = path.lstat().st_mode
-        except OSError:
-            continue
-        if not (stat.S_ISDIR(mode) or stat.S_ISSOCK(mode)):
-            continue
-        if root.is_relative_to(path) or any(path == seen for seen, _ in found):
-            continue
-        if path.is_relative_to("/tmp") and not path.is_relative_to(root):
-            continue
-        found.append((path, stat.S_ISDIR(mode)))
-    return found
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            done = "removed"
+        except OSError as exc:
+            done = f"could not remove ({error_chain(exc)})"
+        where = path.relative_to(plan.root)
+        notes.append(
+            f"[sandbox: {done} {where}, which the command created: git would take its "
+            "configuration and hooks from it, outside the sandbox]"
+        )
+    return notes
 
 
 class AutoSandbox:
     """``--sandbox auto``: bwrap when it works, else unsandboxed, chosen at the first call.
 
-    Reading :attr:`note` or calling :meth:`wrap` or :meth:`resolve` makes the choice (the
+    Reading :attr:`note` or calling :meth:`launch` or :meth:`resolve` makes the choice (the
     probe runs then, once per process), so a run that never calls ``bash`` never probes.
     ``on_chosen`` hears the choice once, e.g. to print a notice when it is unsandboxed.
     """
@@ -280,11 +383,10 @@ class AutoSandbox:
         """The launcher to use: a :class:`Bwrap`, or ``Unsandboxed`` with the reason."""
         if self._chosen is None:
             path = self.workspace.environment.get("PATH", os.defpath)
-            problem = probe_bwrap(path, network=self.network)
-            if problem is None:
-                import shutil
-
-                program = shutil.which("bwrap", path=path) or "bwrap"
+            program, problem = find_bwrap(path, root=self.workspace.root)
+            if program is not None:
+                problem = _probe(program, self.network)
+            if program is not None and problem is None:
                 chosen: Launcher = Bwrap.for_workspace(
                     self.workspace, network=self.network, program=program
                 )
@@ -299,8 +401,8 @@ class AutoSandbox:
     def note(self) -> str:
         return self.resolve().note
 
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        return self.resolve().wrap(argv)
+    def launch(self, argv: Sequence[str]) -> contextlib.AbstractContextManager[Launch]:
+        return self.resolve().launch(argv)
 
 
 def choose_launcher(
@@ -316,61 +418,84 @@ def choose_launcher(
     :class:`SandboxUnavailable` for ``on`` when it cannot run: call this at startup for
     ``on``; for ``auto`` it does nothing until the first ``bash`` call. ``on_chosen`` is
     called once with the launcher chosen for ``auto`` (not for ``on`` and ``off``).
+    The workspace's ``dsh_home`` is hidden from sandboxed commands, as credentials are.
     """
     if mode == "off":
         return Unsandboxed()
     if mode == "auto":
         return AutoSandbox(workspace, network=network, on_chosen=on_chosen)
     path = workspace.environment.get("PATH", os.defpath)
-    require_bwrap(path, network=network)
-    import shutil  # kept out of startup: with bz2 and lzma it costs milliseconds
-
-    program = shutil.which("bwrap", path=path) or "bwrap"
+    program = require_bwrap(path, network=network, root=workspace.root)
     return Bwrap.for_workspace(workspace, network=network, program=program)
 
 
-def require_bwrap(path: str, *, network: bool = False) -> None:
-    """For ``--sandbox on``: raise :class:`SandboxUnavailable`, naming the package, unless
-    bwrap works here. Front doors call it before they create anything."""
-    problem = probe_bwrap(path, network=network)
-    if problem is not None:
+def require_bwrap(path: str, *, network: bool = False, root: Path | None = None) -> str:
+    """For ``--sandbox on``: the bwrap to run; raises :class:`SandboxUnavailable`, naming the
+    package, unless it works here. Front doors call it before they create anything.
+
+    ``root`` is the working directory (default: the current one): a bwrap under it is not used.
+    """
+    root = Path(os.path.realpath(Path.cwd() if root is None else root))
+    program, problem = find_bwrap(path, root=root)
+    if program is not None:
+        problem = _probe(program, network)
+    if program is None or problem is not None:
         raise SandboxUnavailable(f"--sandbox on: {problem} ({INSTALL_HINT})")
+    return program
 
 
-def probe_bwrap(path: str | None = None, *, network: bool = False) -> str | None:
+def find_bwrap(path: str, *, root: Path | None = None) -> tuple[str | None, str | None]:
+    """The bwrap to run, from ``PATH`` (see the module docstring): (program, None), or
+    (None, why there is none)."""
+    # What the sandbox keeps read-only inside root (only those: one holding root keeps nothing).
+    read_only = [p for p in installation_paths() if root is not None and inside(p, root)]
+    program, passed_over = on_path("bwrap", path, root=root, read_only=read_only)
+    if program is not None:
+        return program, None
+    if not passed_over:
+        return None, "bubblewrap is not installed (no bwrap on PATH)"
+    if os.access(SYSTEM_BWRAP, os.X_OK):  # inside the working directory only if it is / or /usr
+        return SYSTEM_BWRAP, None  # (and then the sandbox keeps the program itself read-only)
+    where = ", ".join(passed_over)
+    return None, f"the only bwrap on PATH ({where}) is where commands can write: not used"
+
+
+def probe_bwrap(
+    path: str | None = None, *, network: bool = False, root: Path | None = None
+) -> str | None:
     """None when bwrap runs a command under the sandbox's options here; else why not.
 
-    ``path`` is the ``PATH`` to look in (default: ours). The answer is kept for the rest of
-    the process: the probe runs once.
+    ``path`` is the ``PATH`` to look in (default: ours); ``root`` the working directory, if a
+    bwrap under it is to be passed over. The answer is kept for the rest of the process.
     """
-    return _probe(os.environ.get("PATH", os.defpath) if path is None else path, network)
+    path = os.environ.get("PATH", os.defpath) if path is None else path
+    program, problem = find_bwrap(path, root=root)
+    if program is None:
+        return problem
+    return _probe(program, network)
 
 
 @functools.cache
-def _probe(path: str, network: bool) -> str | None:
-    import shutil
+def _probe(program: str, network: bool) -> str | None:
     import subprocess
     import tempfile
 
-    program = shutil.which("bwrap", path=path)
-    if program is None:
-        return "bubblewrap is not installed (no bwrap on PATH)"
-    if not sys.executable:
-        return "no Python interpreter to run the sandbox's signal relay"
     marker = "dsh-sandbox-probe"
     with tempfile.TemporaryDirectory(prefix="dsh-sandbox-probe-") as directory:
         root = Path(os.path.realpath(directory))
         sandbox = Bwrap(root, network=network, program=program)
-        argv = sandbox.wrap(["/bin/sh", "-c", f"echo {marker}"])
         try:
-            done = subprocess.run(
-                argv,
-                cwd=root,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=_PROBE_TIMEOUT_S,
-                check=False,
-            )
+            with sandbox.launch(["/bin/sh", "-c", f"echo {marker}"]) as launch:
+                done = subprocess.run(
+                    launch.argv,
+                    cwd=root,
+                    env=child_environment(),  # as every command's: never the key
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=_PROBE_TIMEOUT_S,
+                    pass_fds=launch.pass_fds,
+                    check=False,
+                )
         except subprocess.TimeoutExpired:
             return f"{program} did not finish a probe command in {_PROBE_TIMEOUT_S:g} s"
         except OSError as exc:
@@ -382,72 +507,3 @@ def _probe(path: str, network: bool) -> str | None:
         said = said[:297] + "..."
     status = f"exit status {done.returncode}" if done.returncode >= 0 else "killed by a signal"
     return f"{program} does not work here ({status}: {said or 'no message'})"
-
-
-_RELAY = r"""
-import ctypes, json, os, signal, sys
-
-FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
-parent, argv = int(sys.argv[1]), sys.argv[2:]
-# Die with dsh, as bwrap (--die-with-parent) dies with us; dsh may be gone already.
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-if os.getppid() != parent:
-    os._exit(128 + signal.SIGKILL)
-bwrap = init = None
-
-def die(signum):
-    # The way bwrap died, or the signal that came before it started: ours too.
-    signal.signal(signum, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
-    os.kill(os.getpid(), signum)
-    os._exit(128 + signum)
-
-def forward(signum, frame):
-    if bwrap is None:
-        die(signum)
-    if init is not None:
-        try:
-            os.killpg(init, signum)  # the sandbox's session and group: its first process
-            return
-        except ProcessLookupError:
-            pass  # not in its own session yet: the sandbox is still being set up
-    try:
-        os.kill(bwrap, signum)  # bwrap dies of it, and the sandbox with it
-    except ProcessLookupError:
-        pass
-
-for signum in FORWARDED:
-    if signal.getsignal(signum) != signal.SIG_IGN:  # ignored stays ignored, as without us
-        signal.signal(signum, forward)
-info, info_w = os.pipe()
-os.set_inheritable(info_w, True)
-# Held until the sandbox's first process is known, so a signal reaches the command, not bwrap.
-mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-try:
-    bwrap = os.posix_spawnp(
-        argv[0], [argv[0], "--info-fd", str(info_w), *argv[1:]], os.environ,
-        setpgroup=0, setsigmask=mask, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-    )
-except OSError as exc:
-    sys.stderr.write(f"dsh: could not start {argv[0]}: {exc}\n")
-    os._exit(127)
-os.close(info_w)
-data = b""
-while init is None:
-    chunk = os.read(info, 4096)
-    if not chunk:
-        break
-    data += chunk
-    try:
-        init = json.loads(data).get("child-pid")
-    except ValueError:
-        pass
-os.close(info)
-signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-status = os.waitpid(bwrap, 0)[1]
-if os.WIFSIGNALED(status):
-    die(os.WTERMSIG(status))
-os._exit(os.waitstatus_to_exitcode(status))
-"""
-"""The signal relay between dsh and bwrap (see the module docstring); argv: dsh's pid, then
-bwrap's command line."""

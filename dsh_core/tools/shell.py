@@ -15,11 +15,13 @@ for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
 (``command timed out after N s``) with the partial output after it; a cancelled call is an
 ``ABORTED`` failure with its partial output.
 
-How the shell is started is a :class:`~.launchers.Launcher`'s business: it turns the shell's
-command line into the one that is run and names what the approval question says about it
-(:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox` is a
-launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... -- bash -c
-<command>``, writing only in the working directory, no network). A call may ask to leave it
+How the shell is started is a :class:`~.launchers.Launcher`'s business: for each command it
+gives a :class:`~.launchers.Launch` (the command line that is run, descriptors to pass, where
+Ctrl-C goes, and lines for the result once it ended), and it names what the approval question says
+about it (:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox`
+is a launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... --
+bash -c <command>``, writing only in the working directory, no network). The shell itself is
+never taken from a ``PATH`` directory inside the working directory. A call may ask to leave it
 (``sandbox: false`` with a ``justification``: its :class:`~dsh_core.tools.base.Access` has
 ``leaves_sandbox``, which is always asked about), and a command that exits non-zero inside it
 gets a last line saying what the sandbox forbids. A :class:`~.launchers.DeferredLauncher`
@@ -33,12 +35,14 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, assert_never
 
 from ..errors import ABORTED
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
+from .confinement import on_path
 from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
@@ -79,13 +83,18 @@ def command_word(command: str) -> str | None:
     return words[0]
 
 
-def shell_argv(command: str, environment: Mapping[str, str]) -> list[str]:
-    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``."""
-    import shutil  # with bz2 and lzma it costs startup time; only a command needs it
+def shell_argv(command: str, environment: Mapping[str, str], root: Path | None = None) -> list[str]:
+    """``[<bash>, "-c", command]``: bash on the child's ``PATH``, else sh, else ``/bin/sh``.
 
+    A ``PATH`` directory under ``root`` (the working directory, which sandboxed commands write)
+    or a relative one is passed over: dsh never starts a program a command could have planted.
+    """
     path = environment.get("PATH", os.defpath)
-    shell = shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
-    return [shell, "-c", command]
+    for name in ("bash", "sh"):
+        shell, _ = on_path(name, path, root=root)
+        if shell is not None:
+            return [shell, "-c", command]
+    return ["/bin/sh", "-c", command]
 
 
 class BashTool:
@@ -145,22 +154,25 @@ class BashTool:
         self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None
     ) -> ToolOutput:
         workspace = self.workspace
-        argv = launcher.wrap(shell_argv(command, workspace.environment))
+        argv = shell_argv(command, workspace.environment, workspace.root)
         output = CappedOutput(workspace.output_dir, limit=OUTPUT_LIMIT, prefix="bash-")
-        try:
-            completion = await run_child(
-                argv,
-                cwd=workspace.root,
-                env=workspace.environment,
-                sink=output.feed,
-                time_limit=timeout_s,
-                timings=self.timings,
-            )
-        except OSError as exc:
-            raise ToolError(f"could not start {argv[0]} in {workspace.root}") from exc
-        finally:
-            output.close()
-        return _result(completion, output, timeout_s, sandbox)
+        with launcher.launch(argv) as launch:
+            try:
+                completion = await run_child(
+                    launch.argv,
+                    cwd=workspace.root,
+                    env=workspace.environment,
+                    sink=output.feed,
+                    time_limit=timeout_s,
+                    timings=self.timings,
+                    pass_fds=launch.pass_fds,
+                    signal_group=launch.signal_group,
+                )
+            except OSError as exc:
+                raise ToolError(f"could not start {launch.argv[0]} in {workspace.root}") from exc
+            finally:
+                output.close()
+        return _result(completion, output, timeout_s, sandbox, launch.notes)
 
 
 def _command(arguments: Mapping[str, Any]) -> str:
@@ -207,10 +219,14 @@ def _timeout_s(arguments: Mapping[str, Any]) -> float:
 
 
 def _result(
-    completion: Completion, output: CappedOutput, timeout_s: float, sandbox: Sandbox | None
+    completion: Completion,
+    output: CappedOutput,
+    timeout_s: float,
+    sandbox: Sandbox | None,
+    notes: list[str],
 ) -> ToolOutput:
     """The call's result: the output, then how the command ended (and what the sandbox forbids,
-    when a sandboxed command failed by itself)."""
+    when a sandboxed command failed by itself; and what it undid afterwards, ``notes``)."""
     code = completion.returncode
     text = output.text()
     said = text
@@ -220,6 +236,8 @@ def _result(
         text = _end_line(text, f"[killed by signal {-code} ({signal_name(-code)})]")
     if code != 0 and sandbox is not None and completion.ended == "exited":
         text = _end_line(text, sandbox.explain(said))
+    for note in notes:
+        text = _end_line(text, note)
     sent = ", then ".join(signum.name for signum in completion.signals)
     sent = f" (sent {sent})" if sent else ""
     match completion.ended:

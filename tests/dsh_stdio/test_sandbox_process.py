@@ -159,15 +159,17 @@ def leaving(command: str, justification: str) -> ToolCalls:
 
 def sandboxed(work: Path, *, network: bool = False) -> str:
     """The note of a sandboxed call, as the call line and the question end."""
-    return f"(sandboxed: writes only {work}, {'network allowed' if network else 'no network'})"
+    network_said = "network allowed" if network else "no network"
+    return f"(sandboxed: writes only {work}, reads all but your credentials, {network_said})"
 
 
 def explained(work: Path) -> str:
     """The line that ends the result of a command the sandbox stopped (no network allowed)."""
     return (
         "[sandbox: the command may have failed because of the sandbox: the file system is "
-        f"read-only outside {work} and /tmp; there is no network. If it needs more, ask to run "
-        "it with sandbox: false and a justification]"
+        f"read-only outside {work} and /tmp, and inside it for .git/config, .git/hooks, .dsh, "
+        ".agents and dsh's own installation; there is no network; unix sockets are refused. If "
+        "it needs more, ask to run it with sandbox: false and a justification]"
     )
 
 
@@ -386,11 +388,11 @@ def test_sigkill_of_dsh_leaves_no_sandboxed_process(
         wait_until(running, f"sleep {seconds} to run")
         # It runs in the sandbox's own PID namespace, not dsh's.
         assert os.readlink(f"/proc/{sleeping[0]}/ns/pid") != os.readlink("/proc/self/ns/pid")
-        proc.kill()  # dsh cannot clean up: only --die-with-parent (and the relay's) can
+        proc.kill()  # dsh cannot clean up: only bwrap's --die-with-parent can
         proc.communicate(timeout=HANG_GUARD)
         assert proc.returncode == -signal.SIGKILL
         assert not has_event(dsh_home, "tool/result")
-        # The sleep, bwrap and the relay: everything whose command line holds the marker.
+        # The sleep and bwrap: everything whose command line holds the marker.
         wait_processes_gone(seconds)
         result = run_dsh(env, work, "-c", "--allow", "shell", stdin="hello again\n")
     finally:
@@ -550,13 +552,14 @@ def test_the_question_says_what_a_wide_working_directory_means(
     if where == "root":  # nothing is written there: the command only asks, and is refused
         cwd = Path("/")
         note = (
-            "(sandboxed: writes anywhere under / — the working directory is the root; no network)"
+            "(sandboxed: writes anywhere under / — the working directory is the root; "
+            "reads all but your credentials; no network)"
         )
     else:
         cwd = user_home
         note = (
             f"(sandboxed: writes only {user_home} — your home directory, dotfiles and all; "
-            "no network)"
+            "reads all but your credentials; no network)"
         )
     stub.enqueue(bash_calls("true"))
     term = spawn_terminal(DSH, env, cwd, dsh_home)

@@ -1,0 +1,78 @@
+"""SPEC 10.4 inside the sandbox: the credential locations and ``DSH_HOME`` are empty.
+
+Each attack is a ``bash`` call a prompt-injected model asks for under ``--allow shell`` to read
+secrets that would then go to the model (and whoever steers it); the check is that its result
+holds none of them. On dsh 0.2.0 each result held the secret.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.dsh_stdio.test_agent_pipe import data_of, read_events, run_dsh
+from tests.security._support_sandbox import (  # noqa: F401 (the fixture is found by name)
+    NEXT,
+    Scene,
+    bash_calls,
+    needs_bwrap,
+    scene_fixture,
+    went_on,
+)
+
+pytestmark = [pytest.mark.slow, needs_bwrap]
+
+SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- dsh-test-secret"
+
+
+def plant_secrets(home: Path) -> None:
+    """A secret in every kind of credential location: directories and files."""
+    for name in (".ssh/id_ed25519", ".aws/credentials", ".config/gh/hosts.yml", ".kube/config"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(f"{SECRET} {name}\n")
+    for name in (".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass"):
+        (home / name).write_text(f"{SECRET} {name}\n")
+
+
+def test_sandboxed_cat_of_ssh_keys_and_tokens_reads_nothing(scene: Scene) -> None:
+    plant_secrets(scene.home)
+    (outcome,), run = scene.attack(
+        "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.config/gh/hosts.yml ~/.kube/config "
+        "~/.netrc ~/.git-credentials ~/.pypirc ~/.npmrc ~/.pgpass; "
+        'echo "listed: $(ls -A ~/.ssh ~/.aws ~/.kube | grep -v : | tr -d "\\n")"; '
+        'echo "found: $(grep -r dsh-test-secret ~ 2>/dev/null | wc -l)"'
+    )
+    content = outcome["content"]
+    assert SECRET not in content
+    assert "\nlisted: \n" in content  # the directories are there, and empty
+    assert "\nfound: 0\n" in content  # nowhere in the home directory
+    note = f"(sandboxed: writes only {scene.work}, reads all but your credentials, no network)"
+    assert "dsh: [tool bash] $ cat ~/.ssh/id_ed25519 " in run.stderr
+    assert f"{note}\n" in run.stderr  # what the call line (and a question) says
+
+
+def test_credentials_reached_through_a_symlink_are_hidden_where_they_lead(scene: Scene) -> None:
+    # Dotfiles kept in a repository, ~/.ssh a link into it: hidden is the place, not the name.
+    keys = scene.home / "dotfiles" / "ssh"
+    keys.mkdir(parents=True)
+    (keys / "id_ed25519").write_text(f"{SECRET}\n")
+    (scene.home / ".ssh").symlink_to(keys)
+    content = scene.content("cat ~/dotfiles/ssh/id_ed25519 ~/.ssh/id_ed25519")
+    assert SECRET not in content
+    assert content.count("No such file or directory") == 2
+
+
+def test_sandboxed_grep_of_dsh_home_finds_no_session(scene: Scene) -> None:
+    # DSH_HOME holds every session: what the user said, what tools returned, elsewhere too.
+    earlier = "my earlier secret line"
+    went_on(run_dsh(scene.env, scene.work, stdin=f"{earlier}\n{NEXT}\n"))
+    assert any(earlier in log.read_text() for log in scene.dsh_home.rglob("session.jsonl"))
+    scene.stub.enqueue(
+        bash_calls('grep -r "earlier secret" "$DSH_HOME"; ls -A "$DSH_HOME"; echo end')
+    )
+    went_on(run_dsh(scene.env, scene.work, "--allow", "shell", stdin=f"look\n{NEXT}\n"))
+    logs = sorted(scene.dsh_home.rglob("session.jsonl"), key=os.path.getmtime)
+    (looked,) = data_of(read_events(logs[-1]), "tool/result")
+    assert looked["content"] == "end\n"  # nothing found, nothing listed: an empty directory
