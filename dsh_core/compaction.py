@@ -108,8 +108,7 @@ specific (names, paths, commands, values) and brief. Use these headings:
 class Compacting:
     """Live event: a compaction starts (its ``compaction/start`` is on disk)."""
 
-    trigger: str
-    """``pressure``, ``overflow`` or ``manual``."""
+    trigger: CompactionTrigger
 
 
 @dataclass(frozen=True, slots=True)
