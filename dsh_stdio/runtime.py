@@ -138,6 +138,7 @@ class Runtime:
         old = self.conversation
         log = self.store.create(Path.cwd())
         self.conversation = self._conversation(log, old.model_name)
+        self.conversation.thinking = old.thinking  # as /think left it
         self._close_log(old.log)
         return log
 
@@ -172,6 +173,10 @@ class Runtime:
             model_name=model_name,
             max_tokens=config.max_tokens,
             max_steps=config.max_steps,
+            context_window=config.context_window,
+            auto_compact=config.auto_compact,
+            thinking=config.thinking,
+            reasoning_effort=config.reasoning_effort,
             toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
