@@ -7,9 +7,10 @@ a ``.gitignore`` that ignores about 2% of them) in a temporary directory, then t
 after round and interleaved (the machine is shared and noisy, so only ratios in one run mean
 much), with the page cache warm:
 
-- ``grep`` (the tool: prepare and run, as the loop calls it) against ``grep -rnE`` on the same
-  tree, for a pattern with about 100 matching lines and for one with none;
-- ``glob **/*.py`` against ``find -name '*.py' -type f``;
+- ``grep`` (the tool: prepare and run, as the loop calls it; RE2) against ``grep -rnE`` on the
+  same tree, for a pattern with about 100 matching lines and for one with none (goal: at
+  most 1.5x);
+- ``glob **/*.py`` against ``find -name '*.py' -type f`` (goal: at most 2x);
 - ``read`` of a 50 KiB file, per call.
 
 The commands also search the ignored files (2% more work); the tools also sort, stat and skip.
@@ -139,12 +140,14 @@ def main() -> None:
 
     best = {name: min(values) for name, values in times.items()}
     median = {name: statistics.median(values) for name, values in times.items()}
-    ratios = {
-        "grep (~100 matches)": median["grep tool (~100 matches)"]
-        / median["grep -rnE (~100 matches)"],
-        "grep (no match)": median["grep tool (no match)"] / median["grep -rnE (no match)"],
-        "glob vs find": median["glob tool **/*.py"] / median["find -name *.py"],
+    pairs = {
+        "grep (~100 matches)": ("grep tool (~100 matches)", "grep -rnE (~100 matches)"),
+        "grep (no match)": ("grep tool (no match)", "grep -rnE (no match)"),
+        "glob vs find": ("glob tool **/*.py", "find -name *.py"),
     }
+    ratios = {name: median[tool] / median[command] for name, (tool, command) in pairs.items()}
+    # Under load from other processes the medians wander; the best rounds much less.
+    best_ratios = {name: best[tool] / best[command] for name, (tool, command) in pairs.items()}
     read_ms = statistics.median(reads) * 1000
     p95 = sorted(reads)[int(len(reads) * 0.95)] * 1000
     result = {
@@ -152,6 +155,7 @@ def main() -> None:
         "median_s": median,
         "best_s": best,
         "ratios_median": ratios,
+        "ratios_best": best_ratios,
         "read_50KiB_ms": {"median": read_ms, "p95": p95},
         "python": sys.version.split()[0],
     }
@@ -164,7 +168,11 @@ def main() -> None:
         print(f"{name:28} {median[name] * 1e3:10.1f} {best[name] * 1e3:10.1f}")
     print()
     for name, ratio in ratios.items():
-        print(f"ratio {name:22} {ratio:5.2f}x  (goal: within 2x)")
+        goal = "2x" if name.startswith("glob") else "1.5x"
+        print(
+            f"ratio {name:22} {ratio:5.2f}x median, {best_ratios[name]:5.2f}x best "
+            f"(goal: within {goal})"
+        )
     print(f"read of a 50 KiB file: {read_ms:.2f} ms median, {p95:.2f} ms p95 (goal: under 5 ms)")
 
 

@@ -5,16 +5,21 @@ call                               on a terminal               on a pipe or in o
 =================================  ==========================  ================================
 ``read``/``glob``/``grep`` inside  runs                        runs
 ``read``/``glob``/``grep`` outside asks                        refused unless ``--allow read``
-``write``, ``edit``                asks                        refused unless ``--allow write``
+``write``, ``edit`` inside         asks                        refused unless ``--allow write``
+``write``, ``edit`` outside        asks, every time            refused
+any file tool on a protected path  asks, every time            refused
+or a credential (SPEC 10.2, 10.4)
 ``bash``                           asks                        refused unless ``--allow shell``
 ``bash`` leaving the sandbox       asks, even with ``--allow`` refused unless ``--sandbox off``
 =================================  ==========================  ================================
 
-``--allow`` grants without asking. A person's :class:`Answer` is yes, no (with a reason the
-model is told: ``Error: the user rejected tool "bash": use uv``), or always: yes for the rest of
-the session to the calls it covers, the same tool within the working directory, and for
-``bash`` only commands with the same first word (``always for "pytest ..."``; see
-:attr:`~dsh_core.tools.Access.scope`).
+``--allow`` grants without asking, but never the rows that say "every time": ``--allow write``
+covers the working directory only (SPEC 10.3), and a protected path or a credential needs a
+person's yes for each call. A person's :class:`Answer` is yes, no (with a reason the model is
+told: ``Error: the user rejected tool "bash": use uv``), or always: yes for the rest of the
+session to the calls it covers, the same tool within the working directory, and for ``bash``
+only commands with the same first word (``always for "pytest ..."``; see
+:attr:`~dsh_core.tools.Access.scope`); never a call that must be asked every time.
 
 The policy never reads an answer from anywhere but its :class:`Asker`, which only a front door
 with a terminal provides: a pipe has none, so a line ``y`` on stdin can never approve a call.
@@ -107,6 +112,10 @@ class ApprovalPolicy:
                 granted = self.sandbox_off and access.kind in self.grants
                 return "granted-by-flag" if granted else "unavailable"
             return await self._ask(call, invocation, remember=False)
+        if _person_only(access):
+            if self.asker is None:
+                return "unavailable"
+            return await self._ask(call, invocation, remember=False)
         if access.kind == "read" and not access.outside:
             return None
         if access.kind in self.grants:
@@ -136,6 +145,8 @@ class ApprovalPolicy:
     def refusal(self, call: ToolCall, access: Access, outcome: ApprovalOutcome) -> ToolError:
         """Why a call did not run, with the way out named (SPEC section 8)."""
         if outcome == "unavailable":
+            if _person_only(access):
+                return ToolError(_needs_a_person(call.name, access), TOOL_REFUSED)
             if access.leaves_sandbox:
                 way_out = "run with --sandbox off, or let it run in the sandbox"
             else:
@@ -147,6 +158,25 @@ class ApprovalPolicy:
         reason = self.reasons.get(call.id)
         said = f": {reason}" if reason else ""
         return ToolError(f'the user rejected tool "{call.name}"{said}', TOOL_REFUSED)
+
+
+def _person_only(access: Access) -> bool:
+    """SPEC 10.2-10.4: a call that only a person's yes lets run, each time (no flag, no
+    "always"): a change outside the working directory, or any call on a protected path or a
+    credential."""
+    return bool(access.protected) or (access.kind == "write" and bool(access.outside))
+
+
+def _needs_a_person(name: str, access: Access) -> str:
+    """Why a call that only a person may allow was refused where there is nobody to ask."""
+    if access.protected:
+        what = f'tool "{name}" touches {"; ".join(access.protected)}'
+    else:
+        what = (
+            f'tool "{name}" writes outside the working directory ({", ".join(access.outside)}); '
+            "--allow write covers the working directory only"
+        )
+    return f"{what}: only a person may allow that, call by call, and stdin is not a terminal"
 
 
 def allowed(outcome: ApprovalOutcome | None) -> bool:

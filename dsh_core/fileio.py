@@ -1,6 +1,7 @@
 """Small file helpers shared by the session log, the context files and the tools.
 
 fsync_directory(path.parent)        # after a rename or a create: the new name is durable
+fsync_descriptor(dir_fd)            # the same, for a directory already open
 data = read_up_to(fd, 8192)         # 8192 bytes unless the file ends first
 format_size(300 * 1024 + 1)         # "300.1 KiB"
 """
@@ -10,26 +11,29 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["format_size", "fsync_directory", "read_up_to"]
+__all__ = ["format_size", "fsync_descriptor", "fsync_directory", "read_up_to"]
 
 _READ_BLOCK = 1 << 16
 """One ``os.read`` at most: a big ``size`` does not allocate a buffer of its size up front."""
 
 
 def fsync_directory(path: str | os.PathLike[str]) -> None:
-    """Make the directory entries in ``path`` durable (a new or renamed name in it).
-
-    A file system that cannot fsync a directory (``EINVAL``, ``ENOTSUP``) is accepted: there
-    is nothing more to do there.
-    """
+    """Make the directory entries in ``path`` durable (a new or renamed name in it)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fsync_descriptor(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_descriptor(fd: int) -> None:
+    """``os.fsync(fd)``, where a file system that cannot fsync a directory (``EINVAL``,
+    ``ENOTSUP``) is accepted: there is nothing more to do there."""
     try:
         os.fsync(fd)
     except OSError as exc:
         if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
             raise
-    finally:
-        os.close(fd)
 
 
 def read_up_to(fd: int, size: int) -> bytes:

@@ -29,6 +29,7 @@ __all__ = [
     "clip",
     "coloured_diff",
     "compact",
+    "compacted_line",
     "neutralise",
     "next_step",
     "outcome_line",
@@ -146,6 +147,11 @@ def retry_notice(notice: RetryNotice, *, same_as_before: bool = False) -> str:
     the one the previous notice of this request already showed."""
     line = f"retrying in {notice.delay:.1f} s (retry {notice.attempt} of {notice.max_retries})"
     return line if same_as_before else f"{line}: {error_chain(notice.error)}"
+
+
+def compacted_line(before: int, after: int) -> str:
+    """``[context compacted: 812,004 -> 61,220 tokens]``."""
+    return f"[context compacted: {before:,} -> {after:,} tokens]"
 
 
 def usage_line(usage: Usage | None, seconds: float) -> str:

@@ -160,6 +160,7 @@ class Runtime:
         old = self.conversation
         log = self.store.create(Path.cwd())
         self.conversation = self._conversation(log, old.model_name)
+        self.conversation.thinking = old.thinking  # as /think left it
         self._close_log(old.log)
         return log
 
@@ -173,13 +174,13 @@ class Runtime:
         toolbox = Toolbox()
         self.launcher = None
         if config.tools:
-            workspace = Workspace.at(cwd, output_dir=log.path.parent / TOOL_OUTPUT_DIR)
+            output_dir = log.path.parent / TOOL_OUTPUT_DIR
+            workspace = Workspace.at(cwd, output_dir, dsh_home=config.home)
             launcher = self.launcher = choose_launcher(
                 config.sandbox,
                 workspace=workspace,
                 network="network" in config.allow,
                 on_chosen=self._sandbox_chosen,
-                dsh_home=config.home,
             )
             toolbox = Toolbox(builtin_tools(workspace, launcher=lambda: launcher))
         prompt: str | None = None
@@ -194,6 +195,10 @@ class Runtime:
             model_name=model_name,
             max_tokens=config.max_tokens,
             max_steps=config.max_steps,
+            context_window=config.context_window,
+            auto_compact=config.auto_compact,
+            thinking=config.thinking,
+            reasoning_effort=config.reasoning_effort,
             toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,

@@ -24,9 +24,10 @@ from dsh_core.llm import (
     ToolCallRequest,
     Usage,
 )
-from dsh_core.loop import LoopEvent, ToolFinished, ToolStarting, TurnFailed
+from dsh_core.loop import Compacted, Compacting, LoopEvent, ToolFinished, ToolStarting, TurnFailed
 
 from .render import (
+    compacted_line,
     neutralise,
     outcome_line,
     output_tail,
@@ -51,6 +52,7 @@ class TurnView:
 
     WAITING = "… waiting for the model"
     BUSY = "… server busy, waiting"
+    COMPACTING = "… compacting the conversation"
     TICK = 1.0
     """Seconds between two updates of a running tool's line (and before the first)."""
 
@@ -242,6 +244,14 @@ class TurnView:
                     self._applied(started.preview)
                 self._remark(tool_result_line(call, result), dim=False)
                 self._output_tail(result)
+                self.show_waiting()
+            case Compacting():
+                self._end_reasoning_if_open()
+                self._end_line()
+                self.show_waiting(self.COMPACTING)
+            case Compacted(tokens_before=before, tokens_after=after):
+                # Stdout on a terminal, a notice on a pipe: the answers there stay data.
+                self._remark(compacted_line(before, after), dim=False)
                 self.show_waiting()
             case Finish() | ToolCallRequest() | TurnFailed():
                 pass

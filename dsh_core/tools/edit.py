@@ -6,10 +6,16 @@ meanwhile by the person or another program is never overwritten unseen. A new fi
 read; ``write`` creates missing parent directories.
 
 The new content goes to a temporary file in the same directory, is fsynced, and renamed over
-the old name (``os.replace``), then the directory is fsynced: a crash leaves the old file or the
-new one, never half of one. The old file's permission bits (and owner, where allowed) are kept;
-a new file gets ``0o666`` less the umask. A hard-linked file becomes a new file: its other
-names keep the old content. A write through a symlink changes the file it points to.
+the old name, then the directory is fsynced: a crash leaves the old file or the new one, never
+half of one. The old file's permission bits (and owner, where allowed) are kept; a new file
+gets ``0o666`` less the umask.
+
+A path is checked with its symlinks followed, so a write through a symlink changes the file it
+points to (and is judged by it: ``notes.md -> .git/config`` is protected). The write itself
+follows none (SPEC 10.11): the directory is opened by the resolved path without following a
+symlink (:mod:`.beneath`), and the temporary file and the rename happen in that open directory,
+so a symlink swapped in after the check is refused, never followed. A file with more than one
+name (a hard link) is refused: another of its names may be outside the working directory.
 
 The approval question shows a unified diff (:attr:`Invocation.preview`, from :mod:`.diff`).
 """
@@ -23,10 +29,11 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from ..fileio import format_size, fsync_directory
+from ..fileio import format_size, fsync_descriptor
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput, count_lines
+from .beneath import open_directory
 from .diff import unified_diff
 from .paths import (
     Target,
@@ -59,7 +66,7 @@ class WriteTool:
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
         check_arguments("write", arguments, ("file_path", "content"))
-        target = resolve_path(self.workspace.root, arguments, "file_path")
+        target = resolve_path(self.workspace, arguments, "file_path")
         content = string_argument(arguments, "content", empty=True)
         assert content is not None
         data = _encode(content, "content")
@@ -87,8 +94,10 @@ class WriteTool:
             )
         else:
             preview = unified_diff(target.leads, old, content)
-        summary = target.summary if before is not None else f"{target.summary} (new file)"
-        return Invocation(Access("write", target.outside), summary, run, preview)
+        summary = target.described(writing=True)
+        if before is None:
+            summary += " (new file)"
+        return Invocation(_access(target), summary, run, preview)
 
 
 class EditTool:
@@ -107,7 +116,7 @@ class EditTool:
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
         check_arguments("edit", arguments, ("file_path", "old_string", "new_string", "replace_all"))
-        target = resolve_path(self.workspace.root, arguments, "file_path")
+        target = resolve_path(self.workspace, arguments, "file_path")
         old_string = string_argument(arguments, "old_string")
         new_string = string_argument(arguments, "new_string", empty=True)
         assert old_string is not None and new_string is not None
@@ -143,8 +152,16 @@ class EditTool:
         preview = unified_diff(
             target.leads, data.decode("utf-8", "replace"), new_data.decode("utf-8", "replace")
         )
-        summary = f"{target.summary} (every occurrence)" if replace_all else target.summary
-        return Invocation(Access("write", target.outside), summary, run, preview)
+        summary = target.described(writing=True)
+        if replace_all:
+            summary += " (every occurrence)"
+        return Invocation(_access(target), summary, run, preview)
+
+
+def _access(target: Target) -> Access:
+    """A change to ``target``: outside the working directory, or to a protected path or a
+    credential, it needs a person's yes each time (SPEC 10.2-10.4)."""
+    return Access("write", target.outside, protected=target.guarded(writing=True))
 
 
 def _find(target: Target, text: str, old: str, new: str, replace_all: bool) -> tuple[str, str, int]:
@@ -198,7 +215,19 @@ def _existing(target: Target, verb: str) -> os.stat_result | None:
     except OSError as exc:
         raise ToolError(f"cannot {verb} {target.shown}") from exc
     check_regular(target, status, verb)
+    _check_one_name(target, status, verb)
     return status
+
+
+def _check_one_name(target: Target, status: os.stat_result, verb: str) -> None:
+    """ToolError for a hard-linked file: its other names, maybe outside the working directory,
+    share what this one holds."""
+    if status.st_nlink > 1:
+        raise ToolError(
+            f"cannot {verb} {target.shown}: it is a hard link ({status.st_nlink} names share "
+            "this file, and another may be outside the working directory); dsh changes only "
+            "files with one name"
+        )
 
 
 def _read_whole(workspace: Workspace, target: Target, verb: str) -> tuple[bytes, os.stat_result]:
@@ -218,23 +247,27 @@ def write_atomically(
     """Put ``data`` at ``target`` in one step; the directories created for it, as shown.
 
     ``expect`` is the fingerprint the file must still have (None: no file may be there yet),
-    checked just before the rename. The session's read tracker gets the new fingerprint, so a
-    second change needs no new read.
+    checked before the temporary file is made and again just before the rename. The session's
+    read tracker gets the new fingerprint, so a second change needs no new read.
     """
-    path = target.real
-    directory, name = os.path.split(path)
+    base = str(workspace.root) if target.inside else "/"
+    directory, name = os.path.split(os.path.relpath(target.real, base))
     try:
-        created = _make_directories(directory)
-        mode, owner = _check_still(target, expect)
-        temporary = os.path.join(directory, f".{name[:40]}.{os.urandom(4).hex()}.dsh-tmp")
-        fd = os.open(
-            temporary,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-            0o600 if mode is not None else 0o666,  # a new file: 0o666 less the umask
-        )
+        dir_fd, created = open_directory(base, directory, create=True)
     except OSError as exc:
-        raise ToolError(f"cannot write {target.shown}") from exc
+        raise _not_written(target, exc) from exc
     try:
+        mode, owner = _check_still(target, dir_fd, name, expect)
+        temporary = f".{name[:40]}.{os.urandom(4).hex()}.dsh-tmp"
+        try:
+            fd = os.open(
+                temporary,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o600 if mode is not None else 0o666,  # a new file: 0o666 less the umask
+                dir_fd=dir_fd,
+            )
+        except OSError as exc:
+            raise ToolError(f"cannot write {target.shown}") from exc
         try:
             with open(fd, "wb", closefd=True) as file:
                 file.write(data)
@@ -245,52 +278,57 @@ def write_atomically(
                     with contextlib.suppress(PermissionError):  # only root may give a file away
                         os.fchown(fd, *owner)
                 os.fsync(fd)
-            _check_still(target, expect)
-            _put(temporary, path, target, replace=expect is not None)
-            for changed in {directory, *(os.path.dirname(d) for d in created)}:
-                fsync_directory(changed)
-            status = os.stat(path)
+            _check_still(target, dir_fd, name, expect)
+            _put(temporary, name, dir_fd, target, replace=expect is not None)
+            fsync_descriptor(dir_fd)
+            status = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
             raise ToolError(f"cannot write {target.shown}") from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    workspace.read_files.record(path, Fingerprint.of(status))
-    return [display_path(workspace.root, d) for d in created]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
+    workspace.read_files.record(target.real, Fingerprint.of(status))
+    return [display_path(workspace.root, os.path.join(base, d)) for d in created]
 
 
-def _make_directories(directory: str) -> list[str]:
-    """Create the missing directories down to ``directory``; the ones created, top first."""
-    missing: list[str] = []
-    while not os.path.isdir(directory):
-        missing.append(directory)
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            break
-        directory = parent
-    for path in reversed(missing):
-        os.mkdir(path)  # 0o777 less the umask, as mkdir(1)
-    return list(reversed(missing))
+def _not_written(target: Target, exc: OSError) -> ToolError:
+    if exc.errno in (errno.ELOOP, errno.EXDEV):
+        return ToolError(
+            f"cannot write {target.shown}: a symlink is now on its way to {target.real}, where "
+            "there was none when the call was checked; dsh does not follow it"
+        )
+    return ToolError(f"cannot write {target.shown}")
 
 
 def _check_still(
-    target: Target, expect: Fingerprint | None
+    target: Target, dir_fd: int, name: str, expect: Fingerprint | None
 ) -> tuple[int | None, tuple[int, int] | None]:
-    """ToolError unless the file is as ``expect`` says; its permission bits and owner."""
+    """ToolError unless the file ``name`` in ``dir_fd`` is as ``expect`` says; its permission
+    bits and owner."""
     try:
-        status = os.stat(target.real)
+        status = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         if expect is None:
             return None, None
         raise ToolError(
             f"cannot write {target.shown}: it was deleted since it was read; read it again"
         ) from None
+    except OSError as exc:
+        raise ToolError(f"cannot write {target.shown}") from exc
+    if stat.S_ISLNK(status.st_mode):
+        raise ToolError(
+            f"cannot write {target.shown}: a symlink is now at {target.real}, where there was "
+            "none when the call was checked; dsh does not follow it"
+        )
     if expect is None:
         raise ToolError(
             f"cannot write {target.shown}: a file appeared there since this call was made; "
             "read it first"
         )
+    _check_one_name(target, status, "write")
     change = expect.change(Fingerprint.of(status))
     if change:
         raise ToolError(
@@ -301,13 +339,14 @@ def _check_still(
     return stat.S_IMODE(status.st_mode), None if owner == (os.getuid(), os.getgid()) else owner
 
 
-def _put(temporary: str, path: str, target: Target, *, replace: bool) -> None:
+def _put(temporary: str, name: str, dir_fd: int, target: Target, *, replace: bool) -> None:
+    """The temporary file takes ``name``, both in the directory ``dir_fd``."""
     if replace:
-        os.replace(temporary, path)
+        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         return
     # A new file must not clobber one that appeared meanwhile: link() fails if the name exists.
     try:
-        os.link(temporary, path)
+        os.link(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     except FileExistsError:
         raise ToolError(
             f"cannot write {target.shown}: a file appeared there since this call was made; "
@@ -316,10 +355,12 @@ def _put(temporary: str, path: str, target: Target, *, replace: bool) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
             raise
-        if os.path.lexists(path):  # a file system without hard links: check, then rename
-            raise ToolError(
-                f"cannot write {target.shown}: a file appeared there since this call was made"
-            ) from None
-        os.replace(temporary, path)
-        return
-    os.unlink(temporary)
+        try:  # a file system without hard links: check, then rename
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+        raise ToolError(
+            f"cannot write {target.shown}: a file appeared there since this call was made"
+        ) from None
+    os.unlink(temporary, dir_fd=dir_fd)

@@ -8,6 +8,15 @@ followed; whatever lands outside the root is *outside*, which the approval polic
     target.shown     # the path as given, relative when it is inside: for results
     target.summary   # where it leads, resolved, on one line: for the question (SPEC 10.10)
     target.outside   # () inside, else (target.real,): what Access lists
+    target.guarded(writing=True)   # ("notes.md -> .git/config (protected: .git/config)",)
+
+The policy of :mod:`.trust` is applied here for every file tool: a path is judged by where it
+resolves. One in a credential location (``~/.ssh``, ``DSH_HOME``, ...) or, for ``write`` and
+``edit``, in a protected one (``.git/config``, ``.git/hooks/``, ...) needs a person's yes each
+time (:meth:`Target.guarded`, which :attr:`Access.protected` lists). One that leads into dsh's
+own ``/proc`` files, by any spelling (``/proc/self``, ``/dev/fd/...``, a symlink, ``..`` after
+``/proc/self/cwd``), is refused outright: every step of the resolution is checked, not only its
+end (:func:`real_path`).
 
 Names are never cleaned up here: the front door neutralises what it shows on a terminal. What
 must stay on one line (a summary, the lists of ``glob`` and ``grep``) quotes a name with a line
@@ -18,12 +27,17 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
 
 from .base import ToolError
+from .trust import own_process_reason, protected_reason
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 __all__ = [
     "Target",
@@ -34,6 +48,8 @@ __all__ = [
     "int_argument",
     "is_within",
     "list_name",
+    "real_path",
+    "resolve",
     "resolve_path",
     "string_argument",
 ]
@@ -46,7 +62,7 @@ class Target:
     given: str
     """The argument as the model wrote it."""
     real: str
-    """Absolute, symlinks followed (``os.path.realpath``): what the tool opens."""
+    """Absolute, symlinks followed (:func:`real_path`): what the tool opens."""
     inside: bool
     """Whether ``real`` is the working directory or below it."""
     shown: str
@@ -56,6 +72,11 @@ class Target:
     shows it: relative when inside, on one line."""
     leads: str
     """:attr:`real` as :attr:`summary` shows it: relative when inside, on one line."""
+    protected: str | None = None
+    """The protected location ``real`` is in (SPEC 10.2: ``.git/config``, ``.git/hooks/``,
+    ``.dsh/``, ``.agents/``): what ``write`` and ``edit`` may change only with a yes each time."""
+    credentials: str | None = None
+    """The credential location ``real`` is in (SPEC 10.4: ``~/.ssh``, ``DSH_HOME``, ...)."""
 
     @property
     def outside(self) -> tuple[str, ...]:
@@ -69,6 +90,19 @@ class Target:
         when it is outside the working directory."""
         where = self.leads if self.named == self.leads else f"{self.named} -> {self.leads}"
         return where if self.inside else f"{where} (outside the working directory)"
+
+    def guarded(self, *, writing: bool) -> tuple[str, ...]:
+        """What :attr:`Access.protected` lists for a call on this path: the summary and why a
+        person must say yes to it each time; empty when nothing here needs that."""
+        why = [f"credentials: {self.credentials}"] if self.credentials else []
+        if writing and self.protected:
+            why.append(f"protected: {self.protected}")
+        return (f"{self.summary} ({'; '.join(why)})",) if why else ()
+
+    def described(self, *, writing: bool) -> str:
+        """The summary for the transcript and the question: with the reason when guarded."""
+        guarded = self.guarded(writing=writing)
+        return guarded[0] if guarded else self.summary
 
 
 def is_within(path: str, root: str) -> bool:
@@ -90,7 +124,7 @@ def display_path(root: Path, given: str) -> str:
 
 
 def resolve_path(
-    root: Path, arguments: Mapping[str, Any], name: str, *, default: str | None = None
+    workspace: Workspace, arguments: Mapping[str, Any], name: str, *, default: str | None = None
 ) -> Target:
     """The path argument ``name`` resolved; ToolError ``invalid arguments: ...`` if it is none.
 
@@ -100,30 +134,97 @@ def resolve_path(
     if given is None:
         assert default is not None
         given = default
-    return resolve(root, given, name)
+    return resolve(workspace, given, name)
 
 
-def resolve(root: Path, given: str, name: str = "path") -> Target:
-    """``given`` resolved against ``root``; ToolError when no file can have that name."""
+def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
+    """``given`` resolved in ``workspace``; ToolError when no file can have that name, or when
+    it leads into dsh's own process files."""
     if "\0" in given:
         raise ToolError(f"invalid arguments: {name} contains a NUL character")
     try:
         os.fsencode(given)
     except UnicodeError as exc:  # a lone surrogate from JSON: no file can be named that
         raise ToolError(f"invalid arguments: {name} is not a valid file name") from exc
-    joined = os.path.join(root, _expand_home(given))
+    root = workspace.root
+    joined = os.path.join(root, _expand_home(given))  # ".." after a symlink: resolved, not cut
     try:
-        real = os.path.realpath(joined)
+        real, passed = real_path(joined)
     except (OSError, ValueError) as exc:
         raise ToolError(f"invalid arguments: cannot resolve {name} {given!r}") from exc
+    for step in passed:
+        if (where := own_process_reason(step)) is not None:
+            raise ToolError(
+                f"{name} {given} is in dsh's own process files ({where}), which hold its API key: "
+                "no tool may open them, whoever approves"
+            )
+    credentials = None
+    if not is_within(real, workspace.own_output):  # the command output it was told to read
+        credentials = workspace.credentials.reason(real)
     named, leads = (_summary_path(root, path) for path in (os.path.normpath(joined), real))
     inside = is_within(real, str(root))
-    return Target(given, real, inside, display_path(root, given), named, leads)
+    protected = protected_reason(PurePath(os.path.relpath(real, root))) if inside else None
+    shown = display_path(root, given)
+    return Target(given, real, inside, shown, named, leads, protected, credentials)
 
 
 def _summary_path(root: Path, path: str) -> str:
     """An absolute, normalised path for a summary: relative when inside ``root``, one line."""
     return list_name(os.path.relpath(path, root) if is_within(path, str(root)) else path)
+
+
+_MAX_LINKS = 40
+"""Symlinks one resolution follows at most, as the kernel's ``ELOOP`` limit."""
+
+
+def real_path(path: str) -> tuple[str, list[str]]:
+    """``os.path.realpath`` of the absolute ``path``, and every path the resolution went
+    through: each component, each symlink and where it led, each ``..``.
+
+    The same walk as :func:`os.path.realpath` (a missing component or a loop ends it, and the
+    rest is joined as it stands), so that what is checked is what is opened; the steps let a
+    caller refuse a route as well as an end (``/proc/self/cwd/..`` ends outside ``/proc``).
+    """
+    passed: list[str] = []
+    seen: dict[str, str | None] = {}
+    links = 0
+
+    def join(current: str, rest: str) -> tuple[str, bool]:
+        nonlocal links
+        if rest.startswith("/"):
+            current = "/"
+        for index, name in enumerate(parts := rest.split("/")):
+            if not name or name == ".":
+                continue
+            if name == "..":
+                current = os.path.dirname(current)
+                passed.append(current)
+                continue
+            step = os.path.join(current, name)
+            passed.append(step)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(step).st_mode)
+            except OSError:
+                is_link = False
+            if not is_link:
+                current = step
+                continue
+            known = seen.get(step, "")
+            if known is None or links >= _MAX_LINKS:  # a loop: what is left stays as it is
+                return os.path.join(step, *parts[index + 1 :]), False
+            if known:
+                current = known
+                continue
+            links += 1
+            seen[step] = None
+            current, whole = join(current, os.readlink(step))
+            passed.append(current)
+            if not whole:
+                return os.path.join(current, *parts[index + 1 :]), False
+            seen[step] = current
+        return current, True
+
+    return os.path.normpath(join("/", path)[0]), passed
 
 
 def _expand_home(given: str) -> str:

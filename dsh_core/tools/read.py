@@ -64,7 +64,7 @@ class ReadTool:
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
         check_arguments("read", arguments, ("file_path", "offset", "limit"))
-        target = resolve_path(self.workspace.root, arguments, "file_path")
+        target = resolve_path(self.workspace, arguments, "file_path")
         # offset 0 is read as 1: models often count from 0, and nothing is lost by it.
         offset = max(1, int_argument(arguments, "offset", 1, minimum=0))
         limit = int_argument(arguments, "limit", MAX_LINES, minimum=1)
@@ -74,8 +74,11 @@ class ReadTool:
             # leave half done if the turn is cancelled.
             return ToolOutput(read_text(self.workspace, target, offset, limit))
 
-        summary = target.summary if offset == 1 else f"{target.summary} from line {offset}"
-        return Invocation(Access("read", target.outside), summary, run)
+        summary = target.described(writing=False)
+        if offset > 1:
+            summary += f" from line {offset}"
+        access = Access("read", target.outside, protected=target.guarded(writing=False))
+        return Invocation(access, summary, run)
 
 
 def read_text(workspace: Workspace, target: Target, offset: int, limit: int) -> str:

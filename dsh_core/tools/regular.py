@@ -5,7 +5,9 @@
 
 Shared by ``read``, ``write`` and ``edit``. A file is opened only when it is a regular file,
 and never in a way that can block: a FIFO or a device is refused from its type, and the open is
-``O_NONBLOCK`` in case one was swapped in between.
+``O_NONBLOCK`` in case one was swapped in between. What was opened is the file that was checked:
+a symlink swapped in on the way after the check (to a key, to ``/proc/self/environ``) is found
+on the descriptor and refused.
 """
 
 from __future__ import annotations
@@ -39,10 +41,25 @@ def open_regular(target: Target, verb: str) -> tuple[int, os.stat_result]:
     try:
         status = os.fstat(fd)
         check_regular(target, status, verb)
+        _check_opened(fd, target, verb)
     except BaseException:
         os.close(fd)
         raise
     return fd, status
+
+
+def _check_opened(fd: int, target: Target, verb: str) -> None:
+    """ToolError unless ``fd`` is open on ``target.real``: the path was resolved and judged
+    before the open, and a symlink swapped in since would have led elsewhere."""
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: the check before the open stands alone
+        return
+    if opened != target.real:
+        raise ToolError(
+            f"cannot {verb} {target.shown}: it changed while it was being opened (it led to "
+            f"{target.real} when checked, then to {opened}); ask again"
+        )
 
 
 def check_regular(target: Target, status: os.stat_result, verb: str) -> None:

@@ -1,8 +1,7 @@
 """``bash`` under bubblewrap: writes only the working directory, no network (SPEC 8 and 10).
 
     # at startup; raises SandboxUnavailable for "on" when bwrap cannot run here
-    launcher = choose_launcher(config.sandbox, workspace=workspace, network="network" in allow,
-                               dsh_home=config.home)
+    launcher = choose_launcher(config.sandbox, workspace=workspace, network="network" in allow)
     tool = BashTool(workspace, launcher=launcher)
 
 ``off`` runs commands as they are; ``on`` probes ``bwrap`` at once and raises
@@ -161,9 +160,10 @@ class Bwrap:
         *,
         network: bool = False,
         program: str = "bwrap",
-        dsh_home: Path | None = None,
     ) -> Bwrap:
-        """A Bwrap for ``workspace``: its root, its user's home, dsh's installation."""
+        """A Bwrap for ``workspace``: its root, its user's home and ``DSH_HOME``, dsh's
+        installation."""
+        dsh_home = workspace.dsh_home
         home = workspace.environment.get("HOME") or os.path.expanduser("~")
         installation = tuple(
             path
@@ -368,12 +368,10 @@ class AutoSandbox:
         *,
         network: bool = False,
         on_chosen: Callable[[Launcher], None] | None = None,
-        dsh_home: Path | None = None,
     ) -> None:
         self.workspace = workspace
         self.network = network
         self.on_chosen = on_chosen
-        self.dsh_home = dsh_home
         self._chosen: Launcher | None = None
 
     @property
@@ -390,7 +388,7 @@ class AutoSandbox:
                 problem = _probe(program, self.network)
             if program is not None and problem is None:
                 chosen: Launcher = Bwrap.for_workspace(
-                    self.workspace, network=self.network, program=program, dsh_home=self.dsh_home
+                    self.workspace, network=self.network, program=program
                 )
             else:
                 chosen = Unsandboxed(note=f"(not sandboxed: {problem})")
@@ -413,7 +411,6 @@ def choose_launcher(
     workspace: Workspace,
     network: bool = False,
     on_chosen: Callable[[Launcher], None] | None = None,
-    dsh_home: Path | None = None,
 ) -> Launcher:
     """The launcher ``--sandbox mode`` asks for (see the module docstring).
 
@@ -421,15 +418,15 @@ def choose_launcher(
     :class:`SandboxUnavailable` for ``on`` when it cannot run: call this at startup for
     ``on``; for ``auto`` it does nothing until the first ``bash`` call. ``on_chosen`` is
     called once with the launcher chosen for ``auto`` (not for ``on`` and ``off``).
-    ``dsh_home`` is hidden from sandboxed commands, as credentials are.
+    The workspace's ``dsh_home`` is hidden from sandboxed commands, as credentials are.
     """
     if mode == "off":
         return Unsandboxed()
     if mode == "auto":
-        return AutoSandbox(workspace, network=network, on_chosen=on_chosen, dsh_home=dsh_home)
+        return AutoSandbox(workspace, network=network, on_chosen=on_chosen)
     path = workspace.environment.get("PATH", os.defpath)
     program = require_bwrap(path, network=network, root=workspace.root)
-    return Bwrap.for_workspace(workspace, network=network, program=program, dsh_home=dsh_home)
+    return Bwrap.for_workspace(workspace, network=network, program=program)
 
 
 def require_bwrap(path: str, *, network: bool = False, root: Path | None = None) -> str:

@@ -3,13 +3,15 @@
 Both skip ``.git`` and what ``.gitignore`` files ignore, never follow a directory symlink, and
 say in their result what they could not read. ``glob`` lists files newest first; ``grep`` shows
 ``path:line:text`` in walk order (name order, a directory's files before its subdirectories).
-Both run in a daemon thread, so that the event loop goes on (though not during one ``re``
-search: the regex engine holds the GIL), told to stop when the call is cancelled, and left
+Both run in a daemon thread, so that the event loop goes on, told to stop when the call is
+cancelled (checked between files, and between the 8 MiB pieces of a large file), and left
 behind at exit if still busy (:func:`in_daemon_thread`).
 
-``grep`` is fast where Python can be: one ``re`` search over a file's whole text, line numbers
-counted only around matches, and a file that cannot hold the pattern's literal start (see
-:func:`literal_prefix`) is not even decoded.
+Every pattern is matched in linear time (:mod:`.linear`, RE2; SPEC 10.7), and RE2 releases the
+GIL while it searches, so Ctrl-C is seen at once whatever the pattern. ``grep`` searches a
+file's bytes as they are (no decoding, one search over the whole piece) and decodes only the
+lines it shows; line numbers are counted only around matches; a file that cannot hold the
+pattern's literal start (:func:`literal_prefix`) is not searched at all.
 """
 
 from __future__ import annotations
@@ -22,18 +24,18 @@ import os
 import re
 import stat
 import threading
-import warnings
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ..fileio import read_up_to
 from ..llm import ToolSpec
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
+from .linear import LinearRegex, linear_regex
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
-from .walk import Walk, glob_regex, rules_above, split_pattern
+from .walk import Walk, glob_test, rules_above, split_pattern
 from .workspace import Workspace
 
 __all__ = ["GlobTool", "GrepTool", "in_daemon_thread", "literal_prefix"]
@@ -73,16 +75,10 @@ class GlobTool:
                 f"invalid arguments: pattern {pattern!r} names no files; "
                 f"add a file pattern, e.g. {pattern.rstrip('/')}/**/*"
             )
-        try:
-            fullmatch = glob_regex(rest).fullmatch
-        except re.error as exc:
-            raise ToolError(f"invalid arguments: pattern {pattern!r} is not a valid glob") from exc
+        matches = glob_test(rest)
         where = os.path.join(given or "", base) if base else (given or ".")
-        target = resolve(self.workspace.root, where, "path")
+        target = resolve(self.workspace, where, "path")
         depth = None if "**" in rest else rest.count("/")
-
-        def matches(relative: str, name: str) -> bool:
-            return fullmatch(relative) is not None
 
         def work(stop: threading.Event) -> str:
             walk, prefix, _ = _begin(self.workspace, target, stop, "glob in")
@@ -93,22 +89,23 @@ class GlobTool:
             for relative, entry in wanted:
                 mtime = _mtime(walk, entry)
                 if mtime is not None:
-                    found.append((mtime, prefix + relative))
+                    found.append((-mtime, prefix + relative))  # newest first, then by name
             return _glob_result(found, pattern, target, walk)
 
         summary = pattern if given is None else f"{pattern} in {given}"
         if not target.inside:
             summary += f" (outside the working directory: {target.real})"
-        return Invocation(Access("read", target.outside), summary, _runner(work))
+        return Invocation(_access(target), _guarded(summary, target), _runner(work))
 
 
 def _glob_result(found: list[tuple[int, str]], pattern: str, target: Target, walk: Walk) -> str:
+    """``found``: (minus the mtime, path) of each match."""
     if not found:
         lines = [f"no files match {pattern} in {target.shown}"]
         if "/" not in pattern and "**" not in pattern:
             lines[0] += f" (* stays in one directory: **/{pattern} matches at any depth)"
         return "\n".join(lines + walk.notes())
-    newest = heapq.nsmallest(MAX_GLOB_PATHS, found, key=lambda f: (-f[0], f[1]))
+    newest = heapq.nsmallest(MAX_GLOB_PATHS, found)
     lines = [list_name(path) for _, path in newest]
     if len(found) > len(newest):
         lines.append(
@@ -122,7 +119,7 @@ def _mtime(walk: Walk, entry: os.DirEntry[str]) -> int | None:
     """When the file last changed; None for a symlink that leads to a directory or nowhere."""
     try:
         if entry.is_symlink():
-            if not walk.leads_inside(entry):  # listed by its name: nothing outside is looked at
+            if walk.barrier(entry) is not None:  # listed by its name; where it leads is not seen
                 return entry.stat(follow_symlinks=False).st_mtime_ns
             status = entry.stat()
             return status.st_mtime_ns if stat.S_ISREG(status.st_mode) else None
@@ -159,30 +156,23 @@ class GrepTool:
         pattern = string_argument(arguments, "pattern")
         files = string_argument(arguments, "glob", required=False)
         assert pattern is not None
-        try:
-            with warnings.catch_warnings():  # "possible nested set": about a future Python
-                warnings.simplefilter("ignore", FutureWarning)
-                regex = re.compile(pattern, re.MULTILINE)
-        except re.error as exc:
-            raise ToolError("invalid arguments: pattern is not a valid regular expression") from exc
-        try:
-            name_filter = None if files is None else glob_regex(files).fullmatch
-        except re.error as exc:
-            raise ToolError(f"invalid arguments: glob {files!r} is not a valid glob") from exc
+        regex = linear_regex(pattern, "pattern", multiline=True)
+        needle = literal_prefix(pattern).encode("utf-8")
+        name_filter = None if files is None else glob_test(files, "glob")
         by_path = files is not None and "/" in files
 
-        def wanted(relative: str, name: str) -> bool:
-            return name_filter is None or name_filter(relative if by_path else name) is not None
+        def wanted(relative: str) -> bool:
+            assert name_filter is not None
+            return name_filter(relative if by_path else relative.rpartition("/")[2])
 
-        needle = literal_prefix(pattern).encode("utf-8", "surrogatepass")
-        target = resolve_path(self.workspace.root, arguments, "path", default=".")
+        target = resolve_path(self.workspace, arguments, "path", default=".")
 
         def work(stop: threading.Event) -> str:
             walk, prefix, one_file = _begin(self.workspace, target, stop, "search", True)
             found: list[str] = []
             if one_file:  # named by the call: searched even if ignored
                 name = os.path.basename(target.real)
-                if wanted(name, name):
+                if name_filter is None or wanted(name):
                     _search(target.real, regex, needle, target.shown, found, walk)
             else:
                 rules = rules_above(target.real, str(self.workspace.root))
@@ -190,15 +180,27 @@ class GrepTool:
                 for relative, entry in walk.files(target.real, rules, want=choose):
                     if stop.is_set():  # cancelled: the answer is no longer awaited
                         break
-                    if entry.is_symlink() and not walk.leads_inside(entry):
-                        walk.symlinks_out += 1
-                        continue
+                    if entry.is_symlink():
+                        if (why := walk.barrier(entry)) is not None:
+                            walk.skip(why, prefix + relative)
+                            continue
+                        if not _leads_to_a_file(entry):  # a directory, a FIFO: nothing to read
+                            continue
                     if _search(entry.path, regex, needle, prefix + relative, found, walk):
                         break
             return _grep_result(found, pattern, target, walk)
 
         summary = f"/{pattern}/ in {target.summary}" + (f" ({files})" if files else "")
-        return Invocation(Access("read", target.outside), summary, _runner(work))
+        return Invocation(_access(target), _guarded(summary, target), _runner(work))
+
+
+def _access(target: Target) -> Access:
+    """A walk from ``target``: in a credential location, it needs a yes each time."""
+    return Access("read", target.outside, protected=target.guarded(writing=False))
+
+
+def _guarded(summary: str, target: Target) -> str:
+    return f"{summary} (credentials: {target.credentials})" if target.credentials else summary
 
 
 def _grep_result(found: list[str], pattern: str, target: Target, walk: Walk) -> str:
@@ -213,13 +215,21 @@ def _grep_result(found: list[str], pattern: str, target: Target, walk: Walk) -> 
     return "\n".join(lines + walk.notes())
 
 
-def _search(
-    path: str, regex: re.Pattern[str], needle: bytes, shown: str, found: list[str], walk: Walk
-) -> bool:
-    """Add ``path``'s matching lines to ``found``; True once it holds one more than the cap.
+def _leads_to_a_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
-    ``needle``: bytes every match starts with (b"" when unknown): a file without them is not
-    decoded and searched at all.
+
+def _search(
+    path: str, regex: LinearRegex, needle: bytes, shown: str, found: list[str], walk: Walk
+) -> bool:
+    """Add ``path``'s matching lines to ``found``; True once it holds one more than the cap, or
+    when the walk was told to stop.
+
+    ``needle``: bytes every match starts with (b"" when unknown): a file read whole without
+    them is not searched.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -227,29 +237,40 @@ def _search(
         walk.unreadable.append(shown)
         return False
     try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            return False
-        # Not read(_CHUNK) for a small file: that allocates (and frees) 8 MiB each time.
-        want = min(_CHUNK, status.st_size + 1)
-        data = os.read(fd, want)
-        if b"\0" in data[:SNIFF_BYTES]:
+        # The size from lseek, not fstat: for a small file, making a stat_result costs a fifth
+        # of its whole search. Only regular files come here (the walk's file type, a link's
+        # target checked, the one file named checked); one swapped since for something else
+        # fails to seek or to read, and is reported.
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+        except OSError:  # a /proc file without an end: read what it gives
+            size = 0
+        # Not _CHUNK for a small file: that allocates (and frees) 8 MiB each time. A /proc
+        # file says it is empty, and is not: SNIFF_BYTES of it, for the NUL test.
+        data = os.pread(fd, min(_CHUNK, size + 1 if size else SNIFF_BYTES), 0)
+        if data.find(b"\0", 0, SNIFF_BYTES) >= 0:
             walk.binary += 1
             return False
-        whole = len(data) == status.st_size
+        whole = len(data) == size
         if whole and needle and needle not in data:
             return False
         name = ""
         line = 1
-        for piece, last in _pieces(fd, data, whole=whole):
-            text = piece.decode("utf-8", "replace")
-            for number, shown_line in _matching_lines(regex, text, line):
+        if whole:  # most files: one piece
+            pieces: Iterable[tuple[bytes, bool]] = ((data, True),)
+        else:
+            os.lseek(fd, len(data), os.SEEK_SET)
+            pieces = _pieces(fd, data)
+        for piece, last in pieces:
+            if walk.stop.is_set():
+                return True
+            for number, shown_line in _matching_lines(regex, piece, line):
                 name = name or list_name(shown)
                 found.append(f"{name}:{number}:{shown_line}")
                 if len(found) > MAX_GREP_MATCHES:
                     return True
             if not last:
-                line += text.count("\n")
+                line += piece.count(b"\n")
     except OSError:
         walk.unreadable.append(shown)
     finally:
@@ -257,12 +278,9 @@ def _search(
     return False
 
 
-def _pieces(fd: int, data: bytes, *, whole: bool) -> Iterator[tuple[bytes, bool]]:
+def _pieces(fd: int, data: bytes) -> Iterator[tuple[bytes, bool]]:
     """The file in pieces of about :data:`_CHUNK` bytes, each ending at a line end, starting
-    with ``data`` (read already; ``whole`` when it is all), each with whether it is the last."""
-    if whole:  # most files: one piece
-        yield data, True
-        return
+    with ``data`` (read already, not all of it), each with whether it is the last."""
     carry = data
     while True:
         block = read_up_to(fd, _CHUNK)
@@ -277,33 +295,33 @@ def _pieces(fd: int, data: bytes, *, whole: bool) -> Iterator[tuple[bytes, bool]
         carry = data[cut:]
 
 
-def _matching_lines(regex: re.Pattern[str], text: str, first: int) -> Iterator[tuple[int, str]]:
+def _matching_lines(regex: LinearRegex, data: bytes, first: int) -> Iterator[tuple[int, str]]:
     """(line number, line as shown) for each line where a match starts.
 
-    One search runs over the whole text; lines are found (and counted) only around matches.
+    One search runs over the whole piece; lines are found (and counted) only around matches.
     """
     position = 0
     counted = 0
     number = first
-    end = len(text)
-    search = regex.search
+    end = len(data)
     while position <= end:
-        match = search(text, position)
-        if match is None:
+        span = regex.search(data, position)
+        if span is None:
             return
-        start = match.start()
-        if start == end and (end == 0 or text[end - 1] == "\n"):
+        start = span[0]
+        if start == end and (end == 0 or data[end - 1] == _NEWLINE):
             return  # an empty match after the last line: there is no line there
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", start)
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", start)
         if line_end < 0:
             line_end = end
-        number += text.count("\n", counted, line_start)
+        number += data.count(b"\n", counted, line_start)
         counted = line_start
-        yield number, _cut_line(text, line_start, line_end, start)
+        yield number, _cut_line(data, line_start, line_end, start)
         position = line_end + 1
 
 
+_NEWLINE = ord("\n")
 _ZERO_WIDTH_START = re.compile(r"(?:\^|\\A|\\b)*")
 
 
@@ -312,10 +330,11 @@ def literal_prefix(pattern: str) -> str:
 
     Conservative: "" for any alternation or group at the start, and a literal followed by a
     quantifier that may drop it (``*``, ``?``, ``{``) is not counted. Used only to skip files
-    that cannot match (a bytes ``in`` runs several times faster than ``re`` looking for a
-    start), so "" is always safe. U+FFFD is left out: decoding makes it from bad bytes.
+    that cannot match, so "" is always safe. At least four characters, or "": a bytes ``in``
+    for a longer literal runs faster than RE2 looking for a start that is a common letter
+    (``needle_``: twice as fast over 10,000 files), but for a short one it runs slower.
     """
-    if "|" in pattern or "\ufffd" in pattern:
+    if "|" in pattern:
         return ""
     start = _ZERO_WIDTH_START.match(pattern)
     i = start.end() if start is not None else 0
@@ -335,14 +354,14 @@ def literal_prefix(pattern: str) -> str:
         i += 1
     if i < len(pattern) and pattern[i] in "*?{" and literal:
         literal.pop()
-    return "".join(literal) if len(literal) >= 2 else ""
+    return "".join(literal) if len(literal) >= 4 else ""
 
 
-def _cut_line(text: str, line_start: int, line_end: int, match_start: int) -> str:
-    line = text[line_start:line_end].removesuffix("\r")
+def _cut_line(data: bytes, line_start: int, line_end: int, match_start: int) -> str:
+    line = data[line_start:line_end].removesuffix(b"\r").decode("utf-8", "replace")
     if len(line) <= MAX_GREP_LINE_CHARS:
         return line
-    at = match_start - line_start
+    at = len(data[line_start:match_start].decode("utf-8", "replace"))
     begin = max(0, min(at - MAX_GREP_LINE_CHARS // 4, len(line) - MAX_GREP_LINE_CHARS))
     piece = line[begin : begin + MAX_GREP_LINE_CHARS]
     before = "… " if begin else ""
@@ -356,7 +375,8 @@ def _begin(
     """The walk for ``target``, the prefix of the paths it shows, and whether ``target`` is one
     file (only when ``files_too``; else a file is a ToolError, as is anything not found)."""
     root = str(workspace.root)
-    walk = Walk(stop, (root,) if target.inside else (root, target.real))
+    allowed = (root,) if target.inside else (root, target.real)
+    walk = Walk(stop, allowed, workspace.credentials)
     try:
         status = os.stat(target.real)
     except OSError as exc:

@@ -147,8 +147,9 @@ GLOB = ToolSpec(
 
 GREP = ToolSpec(
     "grep",
-    "Search file contents for a regular expression (Python `re` syntax; `(?i)` for "
-    "case-insensitive). Returns `path:line:text` lines, at most "
+    "Search file contents for a regular expression (RE2 syntax: no backreferences or "
+    "lookaround; `(?i)` for case-insensitive; `^` and `$` match at line ends). Returns "
+    "`path:line:text` lines, at most "
     f"{MAX_GREP_MATCHES} matches, then a line saying the list was cut; long lines are "
     f"shown as {MAX_GREP_LINE_CHARS} characters around the match. `path` is a "
     "directory to search (default: the working directory) or one file; `glob` keeps "

@@ -10,12 +10,17 @@ leave out:
   ``.git/info/exclude``. A search directory that is itself ignored was asked for by name: the
   rules above it are dropped. Git's global excludes file is not read.
 - Symlinks to directories are not followed (no loops, no escapes). A symlink to a file is
-  yielded; :meth:`Walk.leads_inside` says whether it may be read through (only into the
-  working directory, or into the search directory when that is outside and was approved).
+  yielded; :meth:`Walk.barrier` says whether it may be read through (only into the working
+  directory, or into the search directory when that is outside and was approved; never into a
+  credential location or dsh's own process files).
+- Credential locations (``~/.ssh``, ``DSH_HOME``, ... of :mod:`.trust`) and dsh's own
+  ``/proc/<pid>`` are stepped around (SPEC 10.4): a walk over ``~`` or ``/`` never enters them.
+  One asked for by name, approved by a person, is walked.
 - FIFOs, sockets and devices are never yielded, so never opened.
 
-Nothing is left out silently: :meth:`Walk.notes` counts what could not be read and the symlinks
-not followed, for the result. A walk stops between directories once its ``stop`` is set.
+Nothing is left out silently: :meth:`Walk.notes` counts what could not be read, the symlinks
+not followed and the places stepped around, for the result. A walk stops between directories
+once its ``stop`` is set.
 """
 
 from __future__ import annotations
@@ -25,16 +30,20 @@ import os
 import re
 import stat
 import threading
+import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .paths import counted, is_within, list_name
+from .linear import LinearRegex, linear_regex, literal
+from .paths import counted, is_within, list_name, real_path
+from .trust import Credentials, own_process_reason
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
-__all__ = ["IgnoreRules", "Walk", "glob_regex", "rules_above", "split_pattern"]
+__all__ = ["IgnoreRules", "Walk", "glob_regex", "glob_test", "rules_above", "split_pattern"]
 
 _MAGIC = frozenset("*?[{\\")
 """Characters that make a glob part a pattern rather than a name."""
@@ -47,44 +56,70 @@ class IgnoreRules:
     cut: int
     """Characters to drop from an absolute path to get the path relative to its directory."""
     spec: GitIgnoreSpec
-    any_match: Callable[[str], object] | None
-    """One search for "does any pattern match?": most paths match none, and checking each
-    pattern in turn (pathspec's way, needed to know which one wins) costs microseconds each."""
+    """Matched by pathspec's RE2 backend: which pattern wins, in linear time."""
+    any_line: LinearRegex
+    """All the patterns as one RE2 regex over lines (``(?m)``): one search finds the few
+    names of a directory that any pattern may match; pathspec decides only for those."""
 
     @classmethod
     def of(cls, directory: str, spec: GitIgnoreSpec) -> IgnoreRules:
-        return cls(len(directory) + (0 if directory.endswith("/") else 1), spec, _any_match(spec))
+        cut = len(directory) + (0 if directory.endswith("/") else 1)
+        regexes = [
+            f"(?:{_NAMED_GROUP.sub('(?:', str(p.regex.pattern))})"
+            for p in spec.patterns
+            if p.regex is not None
+        ]
+        return cls(cut, spec, linear_regex("|".join(regexes), ".gitignore", multiline=True))
 
+    def candidates(self, base: str, names: list[str]) -> Iterator[int]:
+        """The indexes of ``names`` (in the directory ``base``, relative to this file's
+        directory: "" or ending in ``/``) that a pattern may match: every one that does, and
+        maybe a few more.
 
-def _any_match(spec: GitIgnoreSpec) -> Callable[[str], object] | None:
-    """The patterns' own regexes as one alternation (names dropped: they would clash)."""
-    regexes = []
-    for pattern in spec.patterns:
-        if pattern.include is None:
-            continue  # a comment or a blank line
-        regex = getattr(pattern, "regex", None)
-        if not isinstance(regex, re.Pattern) or regex.flags != re.UNICODE:
-            return None
-        regexes.append(_NAMED_GROUP.sub("(?:", str(regex.pattern)))
-    try:
-        return re.compile("|".join(f"(?:{r})" for r in regexes)).search
-    except re.error:
-        return None
+        The paths are searched as the lines of one text, one search for a directory rather
+        than one per name. Each pattern starts with ``^``, so a match starts at a line's
+        start; one that runs on into the next lines (``[^/]*`` crosses a line end) marks its
+        first line only, and the search goes on from the next line, so it cannot hide a
+        line's own match.
+        """
+        text = base + f"\n{base}".join(names)
+        if text.count("\n") != len(names) - 1:  # a name with a line break: check them all
+            yield from range(len(names))
+            return
+        data = text.encode("utf-8", "surrogateescape")
+        index = position = 0
+        while (span := self.any_line.search(data, position)) is not None:
+            index += data.count(b"\n", position, span[0])
+            yield index
+            position = data.find(b"\n", span[0]) + 1
+            if position == 0:
+                return
+            index += 1
 
 
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+"""pathspec names a group in each pattern: in one alternation the names would clash."""
+
+
+def _ignored_in(rules: tuple[IgnoreRules, ...], directory: str, names: list[str]) -> set[int]:
+    """The indexes of ``names`` in ``directory`` that the rules ignore (a directory's name
+    ends with ``/``); mostly none. The deepest file with an opinion decides; ``!pattern`` is
+    an opinion too."""
+    decided: dict[int, bool] = {}
+    for rule in reversed(rules):
+        below = directory[rule.cut :]
+        base = below + "/" if below else ""
+        for index in rule.candidates(base, names):
+            if index not in decided:
+                verdict = rule.spec.check_file(base + names[index]).include
+                if verdict is not None:
+                    decided[index] = verdict
+    return {index for index, verdict in decided.items() if verdict}
 
 
 def _ignored(rules: tuple[IgnoreRules, ...], path: str, is_dir: bool) -> bool:
-    # The deepest file with an opinion decides; "!pattern" is an opinion too (include=False).
-    for rule in reversed(rules):
-        relative = path[rule.cut :] + "/" if is_dir else path[rule.cut :]
-        if rule.any_match is not None and rule.any_match(relative) is None:
-            continue
-        result = rule.spec.check_file(relative)
-        if result.include is not None:
-            return result.include
-    return False
+    directory, name = os.path.split(path)
+    return bool(_ignored_in(rules, directory, [name + "/" if is_dir else name]))
 
 
 def _load_rules(
@@ -111,8 +146,14 @@ def _load_rules(
             return None
     from pathspec import GitIgnoreSpec  # only a search needs it: about 7 ms at startup
 
-    spec = GitIgnoreSpec.from_lines(lines)
-    return IgnoreRules.of(base or directory, spec) if spec.patterns else None
+    try:
+        with warnings.catch_warnings():  # re's "possible nested set", about a future Python
+            warnings.simplefilter("ignore", FutureWarning)
+            # RE2, by name: a backtracking backend takes hours over "a*a*...b" (SPEC 10.7).
+            spec = GitIgnoreSpec.from_lines(lines, backend="re2")
+        return IgnoreRules.of(base or directory, spec) if spec.patterns else None
+    except Exception:  # a line pathspec or RE2 cannot read: the file ignores nothing
+        return None
 
 
 def rules_above(start: str, root: str) -> tuple[IgnoreRules, ...]:
@@ -155,10 +196,16 @@ class Walk:
     allowed: tuple[str, ...]
     """Where a symlink may lead for its file to be read: the working directory, and the search
     directory when that is outside."""
+    credentials: Credentials | None = None
+    """Where the walk never goes (None: anywhere it may)."""
     unreadable: list[str] = field(default_factory=list)
     """Directories that could not be listed, and files that could not be read."""
     symlinks_out: int = 0
     binary: int = 0
+    fenced: list[str] = field(default_factory=list)
+    """Credential locations stepped around, as shown (``~/.ssh``), once per place."""
+    own_process: list[str] = field(default_factory=list)
+    """dsh's own ``/proc`` files stepped around."""
 
     def files(
         self,
@@ -167,12 +214,12 @@ class Walk:
         depth: int | None = None,
         *,
         ordered: bool = True,
-        want: Callable[[str, str], object] | None = None,
+        want: Callable[[str], object] | None = None,
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """(path relative to ``start``, entry) of each file not ignored; in name order (files
         of a directory before its subdirectories) when ``ordered``.
 
-        ``want(relative, name)`` picks files before the ignore rules are asked (it is cheaper);
+        ``want(relative)`` picks files before the ignore rules are asked (it is cheaper);
         ``depth`` is how many levels below ``start`` to go (None: all).
         """
         pending: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = [(start, "", rules, 0)]
@@ -186,31 +233,70 @@ class Walk:
             except OSError:
                 self.unreadable.append(relative or ".")
                 continue
-            if any(e.name == ".gitignore" for e in entries):
-                rule = _load_rules(directory)
-                rules = (*rules, rule) if rule is not None else rules
-            below: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = []
+            fences = self._fences(directory)
+            files: list[tuple[str, os.DirEntry[str]]] = []
+            below: list[os.DirEntry[str]] = []
+            has_rules = False
             for entry in entries:
                 name = entry.name
                 if name == ".git":
                     continue
+                if fences and name in fences:
+                    self._step_around(fences[name], entry.path)
+                    continue
                 if entry.is_dir(follow_symlinks=False):
-                    if (depth is None or level < depth) and not (
-                        rules and _ignored(rules, entry.path, True)
-                    ):
-                        below.append((entry.path, f"{relative}{name}/", rules, level + 1))
+                    if depth is None or level < depth:
+                        below.append(entry)
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                    has_rules = has_rules or name == ".gitignore"
                     path = relative + name
-                    if want is not None and not want(path, name):
-                        continue
-                    if not (rules and _ignored(rules, entry.path, False)):
-                        yield path, entry
-            pending.extend(reversed(below))
+                    if want is None or want(path):
+                        files.append((path, entry))
+            if has_rules and (rule := _load_rules(directory)) is not None:
+                rules = (*rules, rule)
+            if rules:  # one search over the directory's names, not one per name
+                names = [entry.name for _, entry in files] + [e.name + "/" for e in below]
+                if ignored := _ignored_in(rules, directory, names):
+                    count = len(files)
+                    files = [f for n, f in enumerate(files) if n not in ignored]
+                    below = [e for n, e in enumerate(below, count) if n not in ignored]
+            yield from files
+            pending.extend(
+                (entry.path, f"{relative}{entry.name}/", rules, level + 1)
+                for entry in reversed(below)
+            )
 
-    def leads_inside(self, entry: os.DirEntry[str]) -> bool:
-        """Whether the file a symlink leads to may be read."""
-        real = os.path.realpath(entry.path)
-        return any(is_within(real, allowed) for allowed in self.allowed)
+    def _fences(self, directory: str) -> dict[str, str]:
+        """What not to enter in ``directory``, by name: credentials, dsh's own process."""
+        fences = self.credentials.within(directory) if self.credentials is not None else {}
+        if directory == "/proc":
+            return {**fences, str(os.getpid()): _OWN_PROCESS}
+        return fences
+
+    def _step_around(self, why: str, path: str) -> None:
+        if why == _OWN_PROCESS:
+            self.own_process.append(path)
+        else:
+            self.fenced.append(why)
+
+    def barrier(self, entry: os.DirEntry[str]) -> str | None:
+        """Why the file a symlink leads to may not be read (None: it may): it leads outside
+        (``"outside"``), or into a credential location or dsh's own process (counted, as
+        :meth:`skip` does)."""
+        real, passed = real_path(entry.path)
+        if any(own_process_reason(step) is not None for step in passed):
+            return _OWN_PROCESS
+        credentials = self.credentials.reason(real) if self.credentials is not None else None
+        if credentials is not None:
+            return credentials
+        return None if any(is_within(real, allowed) for allowed in self.allowed) else "outside"
+
+    def skip(self, why: str, path: str) -> None:
+        """Count a symlink that :meth:`barrier` stopped, for :meth:`notes`."""
+        if why == "outside":
+            self.symlinks_out += 1
+        else:
+            self._step_around(why, path)
 
     def notes(self) -> list[str]:
         notes = []
@@ -218,11 +304,20 @@ class Walk:
             notes.append(counted(self.binary, "binary file"))
         if self.symlinks_out:
             notes.append(counted(self.symlinks_out, "symlink") + " leading outside")
+        if self.fenced:
+            places = Counter(self.fenced)
+            shown = ", ".join(p if n == 1 else f"{p} ({n:,})" for p, n in places.items())
+            notes.append(f"credentials, never searched: {shown}")
+        if self.own_process:
+            notes.append(f"dsh's own process files: {', '.join(self.own_process)}")
         if self.unreadable:
             shown = ", ".join(list_name(d) for d in self.unreadable[:5])
             more = ", ..." if len(self.unreadable) > 5 else ""
             notes.append(f"{len(self.unreadable):,} unreadable: {shown}{more}")
         return [f"[skipped: {'; '.join(notes)}]"] if notes else []
+
+
+_OWN_PROCESS = "dsh's own process"
 
 
 _NAME = operator.attrgetter("name")
@@ -241,14 +336,34 @@ def split_pattern(pattern: str) -> tuple[str, str]:
     return base, "/".join(parts[len(literal) :])
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex for ``fullmatch`` on ``/``-separated relative paths.
+def glob_test(pattern: str, what: str = "pattern") -> Callable[[str], bool]:
+    """Whether a ``/``-separated relative path matches the glob (see :func:`glob_regex`).
+
+    The globs models write most, ``*.py`` and ``**/*.py``, are a test of the path's end, a
+    fifth of the cost of a regex call; any other is an RE2 full match.
+    """
+    suffix_only = _SUFFIX_ONLY.fullmatch(pattern)
+    if suffix_only is None:
+        return glob_regex(pattern, what).fullmatch
+    any_depth, suffix = suffix_only.groups()
+    if any_depth:
+        return lambda path: path.endswith(suffix)
+    return lambda path: path.endswith(suffix) and "/" not in path
+
+
+_SUFFIX_ONLY = re.compile(r"(\*\*/)?\*([^*?\[{\\/]*)")
+"""``*<text>`` or ``**/*<text>`` with nothing special in the text (one pass: no choices)."""
+
+
+def glob_regex(pattern: str, what: str = "pattern") -> LinearRegex:
+    """A glob as a linear-time regex for ``fullmatch`` on ``/``-separated relative paths;
+    ToolError ``invalid arguments: <what> ...`` when it is none.
 
     ``*`` and ``?`` stay within a directory level, ``**`` as a whole level matches any number
     of levels, ``[...]`` (``[!...]`` negated) one character, ``{a,b}`` either, ``\\`` escapes.
     Names starting with a dot match like any other.
     """
-    return re.compile(_translate(pattern), re.DOTALL)
+    return linear_regex("(?s)" + _translate(pattern), what)
 
 
 def _translate(pattern: str) -> str:
@@ -284,10 +399,10 @@ def _translate(pattern: str) -> str:
             out.append("(?:" + "|".join(_translate(c) for c in choices) + ")")
             i = end + 1
         elif char == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
+            out.append(literal(pattern[i + 1]))
             i += 2
         else:
-            out.append(re.escape(char))
+            out.append(literal(char))
             i += 1
     return "".join(out)
 

@@ -2,17 +2,21 @@
 
 One :class:`Workspace` per conversation: the files read in it (``write`` and ``edit`` refuse a
 file that was not read, or that changed on disk since) belong to that session, and a fresh
-session (``/new``) starts with none: its :class:`ReadTracker` holds them.
+session (``/new``) starts with none: its :class:`ReadTracker` holds them. It also knows the
+user's credential locations (:class:`~.trust.Credentials`), which file tools do not open
+without a person's yes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..masking import maskable
+from .trust import Credentials
 
 __all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
@@ -96,7 +100,22 @@ class Workspace:
     """The environment of every child process: no API key."""
     read_files: ReadTracker = field(default_factory=ReadTracker)
     """Files read in this session: ``write`` and ``edit`` change only these, unchanged since."""
+    dsh_home: Path | None = None
+    """``DSH_HOME``: a credential location like ``~/.ssh`` (its sessions, its configuration),
+    except for :attr:`output_dir`, which the model is told to read."""
+    home: Path = field(default_factory=Path.home)
+    """The user's home directory, where the other credential locations are."""
 
     @classmethod
-    def at(cls, cwd: Path, output_dir: Path) -> Workspace:
-        return cls(Path(os.path.realpath(cwd)), output_dir)
+    def at(cls, cwd: Path, output_dir: Path, *, dsh_home: Path | None = None) -> Workspace:
+        return cls(Path(os.path.realpath(cwd)), output_dir, dsh_home=dsh_home)
+
+    @functools.cached_property
+    def credentials(self) -> Credentials:
+        """The credential locations, resolved once per session."""
+        return Credentials.of(self.home, self.dsh_home)
+
+    @functools.cached_property
+    def own_output(self) -> str:
+        """:attr:`output_dir`, resolved: readable although it is in ``DSH_HOME``."""
+        return os.path.realpath(self.output_dir)

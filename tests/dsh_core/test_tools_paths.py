@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,11 @@ from dsh_core.tools.paths import (
     int_argument,
     is_within,
     list_name,
+    real_path,
     resolve,
     string_argument,
 )
+from dsh_core.tools.workspace import Workspace
 from tests.dsh_core.test_tools_builtin import Tools, tools
 
 __all__ = ["tools"]  # the fixture, shared
@@ -24,7 +27,7 @@ __all__ = ["tools"]  # the fixture, shared
 
 def test_a_relative_path_inside(tools: Tools) -> None:
     (tools.root / "src").mkdir()
-    target = resolve(tools.root, "src/app.py")
+    target = resolve(tools.workspace, "src/app.py")
     assert target.real == str(tools.root / "src" / "app.py")
     assert (target.inside, target.outside, target.shown) == (True, (), "src/app.py")
     assert tools.prepare("read", file_path="src/app.py").access == Access("read")
@@ -32,7 +35,7 @@ def test_a_relative_path_inside(tools: Tools) -> None:
 
 def test_an_absolute_path_inside_is_shown_relative(tools: Tools) -> None:
     absolute = str(tools.root / "src" / "app.py")
-    target = resolve(tools.root, absolute)
+    target = resolve(tools.workspace, absolute)
     assert (target.inside, target.shown) == (True, "src/app.py")
     assert tools.describe("read", file_path=absolute) == "src/app.py"
     assert tools.prepare("read", file_path=absolute).summary == "src/app.py"
@@ -88,10 +91,10 @@ def test_the_working_directory_reached_through_a_symlink(tmp_path: Path) -> None
 
 def test_home_is_expanded(tools: Tools) -> None:
     home = os.path.expanduser("~")
-    target = resolve(tools.root, "~/notes.txt")
+    target = resolve(tools.workspace, "~/notes.txt")
     assert target.real == os.path.realpath(os.path.join(home, "notes.txt"))
     assert target.shown == "~/notes.txt"
-    assert resolve(tools.root, "~user/x").real == str(tools.root / "~user" / "x")
+    assert resolve(tools.workspace, "~user/x").real == str(tools.root / "~user" / "x")
 
 
 def test_names_with_a_newline_or_an_escape_sequence(tools: Tools) -> None:
@@ -193,3 +196,106 @@ def test_argument_helpers() -> None:
         bool_argument({"b": "yes"}, "b", False)
     assert string_argument({"s": ""}, "s", required=False) is None  # "" means "not given"
     assert string_argument({"s": ""}, "s", empty=True) == ""
+
+
+# The trust policy (SPEC 10.2-10.4), as the file tools apply it: in-process; the attacks on the
+# real process are in tests/security/.
+
+
+def test_real_path_resolves_as_realpath_does(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "up").symlink_to("..")
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("dir/up/dir")
+    for path in ("dir/up/dir/x", "loop/x", "a/../a/x", "missing/../dir", "a", "/proc/self/cwd/.."):
+        full = os.path.join(tmp_path, path)
+        assert real_path(full)[0] == os.path.realpath(full), path
+
+
+def test_every_spelling_of_dsh_s_own_process_is_refused(tools: Tools) -> None:
+    pid = os.getpid()
+    (tools.root / "env").symlink_to("/proc/self/environ")
+    (tools.root / "fd").symlink_to("/dev/fd")
+    spellings = [
+        "/proc/self/environ",
+        "/proc/thread-self/environ",
+        f"/proc/{pid}/environ",
+        f"/proc/{pid}/task/{pid}/environ",
+        f"/proc/{threading.get_native_id()}/environ",  # a thread's id names the process too
+        "/dev/fd/0",
+        "/dev/stdin",
+        "/proc/self/cwd/../../etc/passwd",  # leaves /proc, but went through it
+        "env",
+        "fd/../environ",
+    ]
+    for path in spellings:
+        for tool, extra in (("read", {}), ("write", {"content": "x"}), ("grep", {})):
+            arguments = {"path": path, "pattern": "x"} if tool == "grep" else {"file_path": path}
+            message = tools.error(tool, **arguments, **extra)
+            assert "dsh's own process files" in message, (tool, path, message)
+    assert tools.prepare("read", file_path="/proc/1/status").access.outside  # another's: asked
+
+
+def test_credentials_are_guarded_wherever_they_lead(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("key\n")
+    (home / "keys").mkdir()
+    (home / ".aws").symlink_to(home / "keys")  # a location that is a symlink: both count
+    dsh_home = tmp_path / "dsh"
+    workspace = Workspace.at(home, tmp_path / "dsh" / "sessions" / "s" / "tool-output")
+    workspace = Workspace(workspace.root, workspace.output_dir, dsh_home=dsh_home, home=home)
+    (home / "alias").symlink_to(".ssh/id_ed25519")
+    key = resolve(workspace, "alias")
+    assert (key.inside, key.credentials, key.leads) == (True, "~/.ssh", ".ssh/id_ed25519")
+    assert key.guarded(writing=False) == ("alias -> .ssh/id_ed25519 (credentials: ~/.ssh)",)
+    assert resolve(workspace, "keys/x").credentials == "~/.aws"
+    assert resolve(workspace, str(dsh_home / "config.toml")).credentials == str(dsh_home)
+    # The command output a result names is in DSH_HOME, and readable.
+    assert resolve(workspace, str(workspace.output_dir / "bash-1.txt")).credentials is None
+    assert resolve(workspace, "/proc/1/environ").credentials == "a process's environment"
+    assert resolve(workspace, "notes.txt").guarded(writing=True) == ()
+    assert workspace.credentials.within(str(home)) == {
+        ".ssh": "~/.ssh",
+        ".aws": "~/.aws",
+        "keys": "~/.aws",
+        **{name: f"~/{name}" for name in (".gnupg", ".azure", ".kube", ".docker", ".netrc")},
+        **{name: f"~/{name}" for name in (".git-credentials", ".npmrc", ".pypirc", ".pgpass")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        (".git/config", ".git/config"),
+        (".git/hooks/pre-commit", ".git/hooks/"),
+        ("vendor/lib/.git/hooks/post-checkout", ".git/hooks/"),
+        (".git/modules/lib/config", ".git/config"),  # a submodule's repository
+        (".git/modules/lib/hooks/pre-push", ".git/hooks/"),
+        (".dsh/config.toml", ".dsh/"),
+        ("docs/.agents/skills/x/SKILL.md", ".agents/"),
+        (".git/HEAD", None),
+        ("config", None),
+        ("hooks/pre-commit", None),
+        (".github/workflows/ci.yml", None),
+    ],
+)
+def test_protected_paths(tools: Tools, path: str, reason: str | None) -> None:
+    target = resolve(tools.workspace, path)
+    assert target.protected == reason
+    assert target.guarded(writing=False) == ()  # reading them is not guarded
+    expected = () if reason is None else (f"{path} (protected: {reason})",)
+    assert target.guarded(writing=True) == expected
+
+
+def test_a_symlink_is_judged_and_shown_by_where_it_leads(tools: Tools) -> None:
+    (tools.root / ".git").mkdir()
+    (tools.root / ".git" / "config").write_text("[core]\n")
+    (tools.root / "notes.md").symlink_to(".git/config")
+    tools.run("read", file_path="notes.md")
+    invocation = tools.prepare("write", file_path="notes.md", content="x")
+    shown = "notes.md -> .git/config (protected: .git/config)"
+    assert invocation.access == Access("write", protected=(shown,))
+    assert invocation.summary == shown
+    assert not invocation.access.may_remember

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_core.tools import Access, search
+from dsh_core.tools import Access, ToolError, search
+from dsh_core.tools.linear import linear_regex
 from dsh_core.tools.search import literal_prefix
 from dsh_core.tools.specs import MAX_GLOB_PATHS, MAX_GREP_MATCHES
 from tests.dsh_core.test_tools_builtin import Tools, tools
@@ -273,8 +274,7 @@ def test_grep_bad_patterns(tools: Tools) -> None:
     make(tools.root, {"a.txt": "[["})
     assert tools.run("grep", pattern="[[]") == "a.txt:1:[["  # no FutureWarning on stderr
     assert tools.error("grep", pattern="(unclosed") == (
-        "Error: invalid arguments: pattern is not a valid regular expression: "
-        "missing ), unterminated subpattern at position 0"
+        "Error: invalid arguments: pattern is not valid RE2 syntax: missing ): (unclosed"
     )
     assert tools.error("grep", pattern="") == "Error: invalid arguments: pattern is empty"
     assert tools.error("grep", pattern="x", path="missing") == (
@@ -295,7 +295,9 @@ def test_grep_skips_binary_files_and_says_so(tools: Tools) -> None:
 def test_grep_searches_text_that_is_not_utf8(tools: Tools) -> None:
     (tools.root / "latin.txt").write_bytes("café\nnaïve\n".encode("latin-1"))
     assert tools.run("grep", pattern="caf") == "latin.txt:1:caf\ufffd"
-    assert tools.run("grep", pattern="na.ve") == "latin.txt:2:na\ufffdve"
+    # As in GNU grep, a byte that is not UTF-8 is no character: "." does not match it.
+    assert tools.run("grep", pattern="na.ve") == "no matches for /na.ve/ in ."
+    assert tools.run("grep", pattern="ve$") == "latin.txt:2:na\ufffdve"
 
 
 def test_grep_cuts_long_lines_around_the_match(tools: Tools) -> None:
@@ -338,16 +340,18 @@ def test_grep_case_insensitive_and_unicode(tools: Tools) -> None:
         ("needle_[0-9]+", "needle_"),
         ("^def main", "def main"),
         (r"\bclass\b", "class"),
-        (r"a\.b", "a.b"),
-        ("abc*", "ab"),
-        ("abc{2}", "ab"),
-        ("ab?c", ""),
+        (r"main\.py", "main.py"),
+        ("abcde*", "abcd"),
+        ("abcde{2}", "abcd"),
+        ("abcd?e", ""),
+        ("zq[xv]_absent", ""),  # too short to be worth a search of its own
         ("x", ""),
-        ("a|b", ""),
-        ("(?i)abc", ""),
-        (r"\d+abc", ""),
-        ("[ab]cd", ""),
-        (r"ab\ncd", "ab"),
+        ("abcd|b", ""),
+        ("(?i)abcd", ""),
+        (r"\d+abcd", ""),
+        ("[ab]cdef", ""),
+        (r"abcd\ncd", "abcd"),
+        (r"\Qabcd\E", ""),
     ],
 )
 def test_literal_prefix(pattern: str, prefix: str) -> None:
@@ -356,19 +360,63 @@ def test_literal_prefix(pattern: str, prefix: str) -> None:
 
 @settings(max_examples=500, deadline=None)
 @given(
-    st.text(alphabet="ab.*+?|^$()[]{}\\,0123-", max_size=8),
+    st.text(alphabet="ab.*+?|^$()[]{}\\,0123-", max_size=10),
     st.text(alphabet="ab\n.*()0123", max_size=40),
 )
 def test_literal_prefix_never_hides_a_match(pattern: str, text: str) -> None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            regex = re.compile(pattern, re.MULTILINE)
-    except (re.error, OverflowError):
+        regex = linear_regex(pattern, "pattern", multiline=True)
+    except ToolError:
         return
     prefix = literal_prefix(pattern)
-    if regex.search(text) is not None:
+    if regex.search(text.encode(), 0) is not None:
         assert prefix in text, (pattern, text, prefix)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet="ab.*+?|^$()[]", max_size=8),
+    st.text(alphabet="ab\n.*()", max_size=40),
+)
+def test_grep_finds_the_lines_python_re_finds(pattern: str, text: str) -> None:
+    """RE2 and ``re`` agree on this small syntax (leftmost-first, ``(?m)``): the lines grep
+    shows from its byte search are the lines where ``re`` finds a match starting."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            expected_regex = re.compile(pattern, re.MULTILINE)
+        regex = linear_regex(pattern, "pattern", multiline=True)
+    except (re.error, ToolError):
+        return
+    expected: list[int] = []
+    position = 0
+    while position <= len(text):
+        match = expected_regex.search(text, position)
+        if match is None or (match.start() == len(text) and text[-1:] in ("", "\n")):
+            break
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        expected.append(text.count("\n", 0, line_start) + 1)
+        line_end = text.find("\n", match.start())
+        position = len(text) + 1 if line_end < 0 else line_end + 1
+    found = [number for number, _ in search._matching_lines(regex, text.encode(), 1)]
+    assert found == expected, (pattern, text)
+
+
+def test_grep_patterns_are_re2_and_a_refusal_says_why(tools: Tools) -> None:
+    make(tools.root, {"a.txt": "abcabc\n"})
+    assert tools.error("grep", pattern=r"(abc)\1") == (
+        "Error: invalid arguments: pattern is not valid RE2 syntax: invalid escape sequence: "
+        "\\1 (RE2 has no backreferences)"
+    )
+    assert tools.error("grep", pattern="a(?=b)") == (
+        "Error: invalid arguments: pattern is not valid RE2 syntax: invalid perl operator: (?= "
+        "(RE2 has no lookahead or lookbehind)"
+    )
+    assert tools.error("grep", pattern="x", glob="[z-a]") == (
+        "Error: invalid arguments: glob is not valid RE2 syntax: invalid character class range: z-a"
+    )
+    assert tools.run("grep", pattern="(?P<name>abc){2}") == "a.txt:1:abcabc"
+    assert tools.run("grep", pattern="(a+)+$") == "no matches for /(a+)+$/ in ."
 
 
 @pytest.mark.skipif(shutil.which("grep") is None, reason="needs GNU grep to compare with")

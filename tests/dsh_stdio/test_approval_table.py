@@ -153,52 +153,6 @@ TABLE: dict[str, Row] = {
     ),
 }
 
-NOT_YET = frozenset(
-    {
-        "read a credential: terminal --allow read",
-        "read a credential: terminal --allow all",
-        "read a credential: pipe --allow read",
-        "read a credential: pipe --allow all",
-        "glob credentials: terminal --allow read",
-        "glob credentials: terminal --allow all",
-        "glob credentials: pipe --allow read",
-        "glob credentials: pipe --allow all",
-        "grep credentials: terminal --allow read",
-        "grep credentials: terminal --allow all",
-        "grep credentials: pipe --allow read",
-        "grep credentials: pipe --allow all",
-        "write outside: terminal --allow write",
-        "write outside: terminal --allow all",
-        "write outside: pipe --allow write",
-        "write outside: pipe --allow all",
-        "edit outside: terminal --allow write",
-        "edit outside: terminal --allow all",
-        "edit outside: pipe --allow write",
-        "edit outside: pipe --allow all",
-        *(
-            f"{row}: {place}"
-            for row in (
-                "write a git hook",
-                "edit .git/config",
-                "write into .dsh",
-                "write into .agents",
-                "write through a symlink to .git/config",
-            )
-            for place in (
-                "terminal",
-                "terminal --allow shell",
-                "terminal --allow write",
-                "terminal --allow all",
-                "pipe --allow write",
-                "pipe --allow all",
-            )
-        ),
-    }
-)
-"""Cases of SPEC 10.2-10.4 that the policy does not keep yet (the ``toolrules`` branch makes
-them pass): each is an expected failure that fails the suite once it passes, so that this set
-is emptied when that branch lands."""
-
 
 def _cases() -> list[Any]:
     cases = []
@@ -209,16 +163,8 @@ def _cases() -> list[Any]:
                 place = "terminal" if terminal else "pipe"
                 flag = "all" if len(grants) > 1 else (grants[0] if grants else "")
                 case = f"{name}: {place}" + (f" --allow {flag}" if flag else "")
-                marks = [_NOT_YET_MARK] if case in NOT_YET else []
-                cases.append(pytest.param(name, terminal, grants, id=case, marks=marks))
+                cases.append(pytest.param(name, terminal, grants, id=case))
     return cases
-
-
-_NOT_YET_MARK = pytest.mark.xfail(strict=True, reason="SPEC 10.2-10.4: the toolrules branch")
-
-
-def test_every_case_not_kept_yet_is_a_case() -> None:
-    assert {case.id for case in _cases()} >= NOT_YET
 
 
 @pytest.fixture

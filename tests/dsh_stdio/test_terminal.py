@@ -42,7 +42,10 @@ async def _prompt(term: Terminal) -> str:
 def test_exit_command_and_unknown_command(dsh_env: dict[str, str], workdir: Path) -> None:
     async def script(term: Terminal) -> None:
         await term.turn("/nope")
-        await term.expect("unknown command /nope; commands: /help /exit /new /model /session")
+        await term.expect(
+            "unknown command /nope; commands: /help /exit /new /model /think /compact /usage "
+            "/session"
+        )
         await term.turn("/session")
         await term.expect(re.compile("session +[0-9a-zA-Z_-]+"))
         await term.turn("/exit")
