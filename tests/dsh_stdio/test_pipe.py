@@ -6,7 +6,7 @@ exactly where it is stable, the ``dsh: [tool ...]`` lines on stderr, the exit st
 session log read independently of ``dsh_core.session`` (every call the model asked for answered
 once, in order), and every request the stub received checked against DeepSeek's two 400 rules.
 Each test has a working directory holding ``demo.txt`` (``Hello``) and a stub server of its
-own, so request numbers and call ids start afresh.
+own (``test_agent_pipe.py``'s fixtures), so request numbers and call ids start afresh.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,27 +29,15 @@ from tests.dsh_stdio.test_agent_pipe import (
     assert_requests_valid,
     data_of,
     processes_with_argument,
+    stub,
     tool_lines,
     unique_seconds,
+    work,
 )
 from tests.harness import run_in_process
 from tests.support import Run, wait_until
 
-
-@pytest.fixture
-def stub() -> Iterator[StubServer]:
-    """A stub server for this test alone: its requests, its queue, call ids from ``call_1_0``."""
-    with StubServer() as server:
-        yield server
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """The working directory dsh runs in, with ``demo.txt`` holding ``Hello``."""
-    path = tmp_path / "work"
-    path.mkdir()
-    (path / "demo.txt").write_text("Hello\n")
-    return path
+__all__ = ["stub", "work"]  # test_agent_pipe's fixtures, used by name
 
 
 def run(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> Run:
