@@ -22,6 +22,7 @@ from dsh_core.approval import Answer, ApprovalPolicy, Question
 from dsh_core.llm import ToolCall
 from dsh_core.tools import Workspace
 from dsh_core.tools.shell import BashTool
+from tests.dsh_core.test_tools_shell import bash_run
 
 
 class Person:
@@ -66,7 +67,7 @@ def test_always_for_ls_does_not_cover_a_path_that_bash_reads_as_one_word(
     assert outcome == "rejected", "an always for ls covered a path to ./run.sh"
     assert person.asked == ["$ ls -la", f"$ {attack}"]
     # What it would have done: bash runs ./run.sh (the control, run here on purpose).
-    asyncio.run(tool.prepare({"command": attack}).run())
+    bash_run(tool, attack)
     assert (planted / "pwned").exists()
 
 
