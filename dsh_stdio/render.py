@@ -184,19 +184,28 @@ def usage_line(usage: Usage | None, seconds: float) -> str:
 # Unicode 14, Python 3.11's), so that nothing is computed at startup;
 # tests/dsh_stdio/test_render.py derives the same set from ``unicodedata`` and fails when a
 # newer Unicode adds to it.
-_UNSAFE_RANGES = (
+_UNSAFE_BMP = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f"  # Cc, but TAB and LF
     "\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"  # Cf (the tags are in U+E0000-U+E0FFF below)
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"  # Cf
     "\u2028\u2029"  # Zl, Zp
     "\ud800-\udfff"  # Cs
-    "\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd"  # Co
+    "\ue000-\uf8ff"  # Co
     "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2065\u3164\ufe00-\ufe0f\uffa0"
-    "\ufff0-\ufff8\U000e0000-\U000e0fff"  # Default_Ignorable_Code_Point, the rest of it
+    "\ufff0-\ufff8"  # Default_Ignorable_Code_Point, the rest of it
     "\u2800"  # braille pattern blank
 )
-_UNSAFE = re.compile(f"[{_UNSAFE_RANGES}]")
+_UNSAFE_ASTRAL = (
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"  # Cf
+    "\U000e0000-\U000e0fff"  # tags (Cf) and the rest of Default_Ignorable_Code_Point
+    "\U000f0000-\U000ffffd\U00100000-\U0010fffd"  # Co
+)
+_UNSAFE = re.compile(f"[{_UNSAFE_BMP}{_UNSAFE_ASTRAL}]")
+_SCAN = re.compile(f"[{_UNSAFE_BMP}\U00010000-\U0010ffff]")
+"""What :func:`neutralise` looks at: every character beyond the BMP is judged one by one
+(emoji, mostly: rare), since a class with many ranges there is scanned three times slower."""
+_SCAN_ASCII = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+"""The same for ASCII text, the common case."""
 _SURROGATES = re.compile("[\ud800-\udfff]")
 """Halves of a UTF-16 pair, alone: a model can send one (``"\\ud800"``), and no UTF-8 stream
 can write it."""
@@ -205,6 +214,8 @@ can write it."""
 def _visible(match: re.Match[str]) -> str:
     char = match.group()
     code = ord(char)
+    if code > 0xFFFF and not _UNSAFE.match(char):
+        return char
     if code == 0xFE0F and _presents(match.string, match.start()):
         return char
     if code < 0x20:
@@ -234,7 +245,8 @@ def neutralise(text: str) -> str:
 
     Every byte dsh shows a person goes through it: model text on a terminal, notices, tool
     lines, questions and diffs, reasoning, ``--show`` and ``--sessions``."""
-    return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
+    scan = _SCAN_ASCII if text.isascii() else _SCAN
+    return scan.sub(_visible, text.replace("\r\n", "\n"))
 
 
 _NOT_A_SEPARATOR = re.compile("[\xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")
