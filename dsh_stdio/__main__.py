@@ -130,6 +130,17 @@ def _stored(config: Config, streams: Streams) -> int:
     return show_session(config, config.show, out, terminal=terminal, err=err, describe=describe)
 
 
+def _scrub_the_key_at_start() -> None:
+    """The key out of ``/proc/<dsh>/environ`` (SPEC 10.5): the variables a command is not
+    given (the key, and any holding its value) are overwritten in the block dsh started with;
+    ``os.environ`` keeps them for dsh."""
+    from dsh_core.startenv import scrub_start_environment
+    from dsh_core.tools.workspace import child_environment
+
+    given = child_environment(os.environ)
+    scrub_start_environment([name for name in os.environ if name not in given])
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -143,8 +154,9 @@ def main(
     does not offer to resume the session. ``streams``: where to read and write instead of the
     process's own; ``clock``: the model's time (its timeouts and retry waits).
     """
-    if streams is None:
+    if streams is None:  # the process's own: what it was started with is dsh's to tidy
         _fill_closed_descriptors()
+        _scrub_the_key_at_start()
         if sys.stdout is None:
             return _startup_failed(
                 StartupError("standard output is closed: answers would be lost"), sys.stderr

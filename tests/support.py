@@ -62,12 +62,16 @@ def child_env(base_url: str, home: Path, **extra: str) -> dict[str, str]:
     """The environment for a child dsh: the canary key, ``base_url``, a private home.
 
     Everything of the developer's that would change what dsh does is left out: ``DSH_*`` and
-    ``DEEPSEEK_*`` settings, proxies, and ``SSL_CERT_*`` trust overrides. ``extra`` comes last.
+    ``DEEPSEEK_*`` settings, proxies, ``SSL_CERT_*`` trust overrides, and the terminal size
+    (``COLUMNS``, ``LINES``: pytest-xdist's workers set 80 x 24, which would override a
+    pseudo-terminal's own size). ``extra`` comes last.
     """
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_")) and "PROXY" not in key.upper()
+        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_"))
+        and "PROXY" not in key.upper()
+        and key not in ("COLUMNS", "LINES")
     }
     env.update(
         DEEPSEEK_API_KEY=CANARY_KEY,

@@ -417,7 +417,7 @@ def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
         await term.expect(
             re.compile(rf"\[tool bash\] \$ echo one\n  echo two\n  echo three{SANDBOX_NOTE}\n")
         )
-        await term.expect("$ echo one\necho two\necho three\n")  # whole, before asking
+        await term.expect("$ echo one\n  echo two\n  echo three\n")  # whole, before asking
         await term.expect_question("bash", "the 3 lines above")
         term.keys("n\r")
         await term.expect("[tool refused bash]")
