@@ -38,7 +38,7 @@ from dsh_core.chain import error_chain
 from dsh_core.errors import HarnessError
 from dsh_core.loop import DEFAULT_INPUT_LIMIT
 
-from .config import Config, StartupError, parse_config
+from .config import Config, StartupError, parse_config, with_servers
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
 from .status import EXIT_INTERNAL, EXIT_USAGE
@@ -76,7 +76,7 @@ async def _run(
 
     out, err = sys.stdout, sys.stderr
     try:
-        runtime = Runtime.open(config, out=out, err=err, terminal=out.isatty())
+        runtime = await Runtime.open(config, out=out, err=err, terminal=out.isatty())
     except (HarnessError, OSError) as exc:
         return _startup_failed(exc)
     try:
@@ -140,6 +140,10 @@ def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int
             return _stored(config, sys.stdout.isatty())
         except (HarnessError, OSError) as exc:
             return _startup_failed(exc)
+    try:
+        config = with_servers(config)
+    except HarnessError as exc:
+        return _startup_failed(exc)
     if config.json and terminal and config.question is None:
         return _startup_failed(
             StartupError('--json is for pipes and one-shot runs: dsh --json "question"')
