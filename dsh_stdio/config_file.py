@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +58,21 @@ def read_config_file(
         raise ConfigFileError(f"cannot read {path}") from exc
     import tomllib  # only when there is a file
 
+    problem: str | None = None
+    text = ""
     try:
         text = raw.decode("utf-8")
         data = tomllib.loads(text)
     except UnicodeDecodeError as exc:
-        raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+        problem = f"{path} is not UTF-8 text (byte {exc.start})"
     except tomllib.TOMLDecodeError as exc:
         # tomllib says where, "(at line 3, column 9)"; the key on that line says what.
         line = re.search(r"at line (\d+)", str(exc))
         key = _key_on_line(text, int(line.group(1))) if line else None
-        where = f", key {key}" if key else ""
-        raise ConfigFileError(f"{path}: {exc}{where}") from None
+        problem = f"{path}: {exc}" + (f", key {key}" if key else "")
+    if problem is not None:
+        # Raised out here: inside the except, the parser's own words would follow ours again.
+        raise ConfigFileError(problem)
     return _Reader(path, text, os.environ if environ is None else environ).servers(data)
 
 
@@ -190,13 +194,12 @@ def _dotted(key: str) -> str:
     return ".".join(part.strip("\"'") for part in parts)
 
 
-def _key_lines(text: str) -> dict[str, int]:
-    """The line (from 1) where each table and key is first written, by its dotted name.
+def _keys(text: str) -> Iterator[tuple[int, str]]:
+    """Each table header and key assignment: its line (from 1) and its dotted name.
 
-    Good enough to point at a line: it skips the inside of multi-line strings and arrays by
-    reading only lines that begin a header or an assignment.
+    Good enough to point at a line: it skips the inside of multi-line strings, and reads only
+    lines that begin a header or an assignment.
     """
-    lines: dict[str, int] = {}
     table = ""
     in_string = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -205,16 +208,20 @@ def _key_lines(text: str) -> dict[str, int]:
             continue
         if (header := _HEADER.match(line)) is not None:
             table = _dotted(header.group(1))
-            lines.setdefault(table, number)
+            yield number, table
         elif (assignment := _ASSIGNMENT.match(line)) is not None:
             key = _dotted(assignment.group(1))
-            lines.setdefault(f"{table}.{key}" if table else key, number)
+            yield number, f"{table}.{key}" if table else key
         in_string = (line.count('"""') % 2 == 1) or (line.count("'''") % 2 == 1)
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """The line where each table and key is first written, by its dotted name."""
+    lines: dict[str, int] = {}
+    for number, key in _keys(text):
+        lines.setdefault(key, number)
     return lines
 
 
 def _key_on_line(text: str, number: int) -> str | None:
-    for key, line in _key_lines(text).items():
-        if line == number:
-            return key
-    return None
+    return next((key for line, key in _keys(text) if line == number), None)

@@ -101,6 +101,8 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._scope: anyio.CancelScope | None = None
         self._stop = asyncio.Event()
+        self._refused: str | None = None
+        """The last HTTP error status a URL server answered with."""
         self.closed = asyncio.Event()
         """Set when the connection ended: the server exited, or was stopped."""
 
@@ -147,6 +149,10 @@ class Connection:
                 ready.set_exception(ToolError("stopped while starting", MCP_SERVER))
         except BaseException as caught:
             exc = _innermost(caught)
+            if self._refused is not None and isinstance(exc, Exception):
+                refused = ToolError(f"{self.spec.url} answered {self._refused}", MCP_SERVER)
+                refused.__cause__ = exc
+                exc = refused
             if not ready.done():
                 if isinstance(exc, TimeoutError):
                     timeout = self.spec.startup_timeout_s
@@ -166,6 +172,14 @@ class Connection:
         spec = self.spec
         if spec.url is not None:
             client = create_mcp_http_client(headers=dict(spec.headers))
+
+            async def note(response: Any) -> None:
+                # The SDK reports any refusal as "Server returned an error response": the
+                # status is what says why (401: the token).
+                if response.status_code >= 400:
+                    self._refused = f"HTTP {response.status_code} {response.reason_phrase}"
+
+            client.event_hooks["response"].append(note)
             return streamable_http_client(spec.url, http_client=client)
         assert spec.command is not None
         environment = {**self._environment, **spec.env}
