@@ -35,7 +35,14 @@ from dsh_core.errors import SessionLogError
 from dsh_core.events import AssistantStep, ToolResult, TurnEnd, TurnStart, UserText
 from dsh_core.llm import TextDelta, ToolCall
 from dsh_core.loop import ToolFinished, ToolStarting
-from dsh_core.session import LOG_NAME, SessionEvent, SessionStore, SessionSummary, read_log
+from dsh_core.session import (
+    LOG_NAME,
+    SUBAGENTS_DIR,
+    SessionEvent,
+    SessionStore,
+    SessionSummary,
+    read_log,
+)
 from dsh_core.tools import Toolbox
 
 from .config import Config
@@ -105,7 +112,11 @@ def print_listing(
         return EXIT_OK
     header = ["SESSION", "LAST ACTIVITY", "TURNS", "LAST TURN"]
     header += ["DIRECTORY", "FIRST MESSAGE"] if all_directories else ["FIRST MESSAGE"]
-    rows = [header, *(_row(summary, all_directories) for summary in summaries)]
+    rows = [header]
+    for summary in summaries:
+        rows.append(_row(summary, all_directories))
+        # A subagent's session, under the session whose call ran it.
+        rows.extend(_row(child, all_directories, nested=True) for child in store.children(summary))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
@@ -120,10 +131,11 @@ def print_listing(
     return EXIT_OK
 
 
-def _row(summary: SessionSummary, directory: bool) -> list[str]:
+def _row(summary: SessionSummary, directory: bool, *, nested: bool = False) -> list[str]:
     updated = summary.updated.astimezone().strftime("%Y-%m-%d %H:%M")  # local time
     turns = f"{summary.turns} turn{'' if summary.turns == 1 else 's'}"
-    row = [_safe(summary.id), updated, turns, _end_text(summary)]
+    name = f"  subagent {_safe(summary.id)}" if nested else _safe(summary.id)
+    row = [name, updated, turns, _end_text(summary)]
     if directory:
         row.append(_safe(summary.cwd) if summary.cwd is not None else "?")
     row.append(_first_line(summary.first_user))
@@ -263,7 +275,8 @@ def session_id(store: SessionStore, ref: str) -> str:
     """
     if not _ID_START.fullmatch(ref):
         raise SessionLogError(f"{ref!r} is not a session id (dsh --sessions lists them)")
-    ids = sorted({path.parent.name for path in store.root.glob(f"*/{ref}*/{LOG_NAME}")})
+    patterns = (f"*/{ref}*/{LOG_NAME}", f"*/*/{SUBAGENTS_DIR}/{ref}*/{LOG_NAME}")
+    ids = sorted({path.parent.name for pattern in patterns for path in store.root.glob(pattern)})
     if ref in ids or len(ids) == 1:
         return ref if ref in ids else ids[0]
     if not ids:
