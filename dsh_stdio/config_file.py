@@ -85,7 +85,8 @@ class _Reader:
         self.environ = environ
 
     def fail(self, key: str, problem: str) -> ConfigFileError:
-        # The key's own line, else its table's: a value inside an inline table has none.
+        # The key's own line, else its table's (a value inside an inline table has none), else
+        # the first line below it (a table only ever named in [a.b] headers).
         parts = key.split(".")
         line = next(
             (
@@ -93,7 +94,7 @@ class _Reader:
                 for n in range(len(parts), 0, -1)
                 if ".".join(parts[:n]) in self.lines
             ),
-            None,
+            min((n for k, n in self.lines.items() if k.startswith(key + ".")), default=None),
         )
         where = f", line {line}" if line is not None else ""
         return ConfigFileError(f"{self.path}{where}: {key}: {problem}")
