@@ -133,9 +133,15 @@ class Connection:
                     read, write = await stack.enter_async_context(self._transport())
                     read = await self._watched(read, stack)
                     session = await stack.enter_async_context(ClientSession(read, write))
-                    with anyio.fail_after(self.spec.startup_timeout_s):
-                        await session.initialize()
-                        listing = await _all_tools(session)
+                    try:
+                        with anyio.fail_after(self.spec.startup_timeout_s):
+                            await session.initialize()
+                            listing = await _all_tools(session)
+                    except BaseException as exc:
+                        # Said now: stopping the server (seconds, for one that does not read
+                        # its input) happens as the contexts unwind, after the caller moved on.
+                        self._failed(ready, exc)
+                        raise
                     self._session = session
                     ready.set_result(listing)
                     stopping = asyncio.ensure_future(self._stop.wait())
@@ -147,26 +153,31 @@ class Connection:
                         ended.cancel()
             if not ready.done():  # stopped while starting
                 ready.set_exception(ToolError("stopped while starting", MCP_SERVER))
-        except BaseException as caught:
-            exc = _innermost(caught)
-            if self._refused is not None and isinstance(exc, Exception):
-                refused = ToolError(f"{self.spec.url} answered {self._refused}", MCP_SERVER)
-                refused.__cause__ = exc
-                exc = refused
-            if not ready.done():
-                if isinstance(exc, TimeoutError):
-                    timeout = self.spec.startup_timeout_s
-                    exc = ToolError(
-                        f"it did not answer initialize and tools/list within {timeout:g} s "
-                        "(startup_timeout_s)",
-                        MCP_SERVER,
-                    )
-                ready.set_exception(exc)
-            if not isinstance(caught, Exception):
+        except BaseException as exc:
+            self._failed(ready, exc)
+            if not isinstance(exc, Exception):
                 raise
         finally:
             self._session = None
             self.closed.set()
+
+    def _failed(self, ready: asyncio.Future[list[types.Tool]], caught: BaseException) -> None:
+        """Fail the start with what a person can use of ``caught``, unless it is decided."""
+        if ready.done():
+            return
+        exc = _innermost(caught)
+        if isinstance(exc, TimeoutError):
+            timeout = self.spec.startup_timeout_s
+            exc = ToolError(
+                f"it did not answer initialize and tools/list within {timeout:g} s "
+                "(startup_timeout_s)",
+                MCP_SERVER,
+            )
+        elif self._refused is not None and isinstance(exc, Exception):
+            refused = ToolError(f"{self.spec.url} answered {self._refused}", MCP_SERVER)
+            refused.__cause__ = exc
+            exc = refused
+        ready.set_exception(exc)
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         spec = self.spec

@@ -173,16 +173,12 @@ def test_a_pipe_refuses_mcp_calls_unless_allowed_by_name(
 ) -> None:
     (home / "config.toml").write_text(server_table("well", "well"))
     stub.enqueue(calls(("mcp__well__add", {"a": 1, "b": 1})), Answer("refused"))
-    stub.enqueue(calls(("mcp__well__add", {"a": 1, "b": 1})), Answer("allowed"))
-    run = run_dsh(env, work, stdin="one\n")
+    run = run_dsh(env, work, stdin="one\n")  # --allow mcp:well is a row of test_approval.py
     assert run.returncode == 0, run.stderr
     assert tool_lines(run.stderr)[-1] == (
         'dsh: [tool refused mcp__well__add] tool "mcp__well__add" needs approval and stdin is '
         "not a terminal; run with --allow mcp:well"
     )
-    run = run_dsh(env, work, "--allow", "mcp:well", stdin="two\n")
-    assert run.returncode == 0, run.stderr
-    assert "dsh: [tool mcp__well__add done] 1 line" in run.stderr
     bad = run_dsh(env, work, "--allow", "mcp:other", stdin="three\n")
     assert bad.returncode == 2
     assert bad.stderr.startswith("dsh: startup failed: --allow mcp:other: no MCP server 'other'")
@@ -276,3 +272,41 @@ def test_a_bad_config_file_is_a_startup_failure_naming_file_line_and_key(
         f"dsh: startup failed: {config}, line 3: mcp.servers.files.args: must be a list of "
         "strings\n"
     )
+
+
+def test_a_terminal_asks_with_always_per_tool_and_lists_the_servers(
+    stub: StubServer, env: dict[str, str], home: Path, work: Path
+) -> None:
+    from tests.dsh_stdio.test_agent_terminal import spawn_terminal
+    from tests.support import DSH
+
+    (home / "config.toml").write_text(
+        server_table("well", "well") + server_table("never", "never", startup_timeout_s=1)
+    )
+    stub.enqueue(
+        calls(("mcp__well__add", {"a": 1, "b": 2})),
+        calls(("mcp__well__add", {"a": 3, "b": 4})),  # not asked again: [a] covers the tool
+        calls(("mcp__well__echo", {"text": "hi"})),  # another tool: asked
+        Answer("sums done"),
+    )
+    term = spawn_terminal(DSH, {**env, "PROMPT_TOOLKIT_NO_CPR": "1"}, work, home)
+    try:
+        term.send_turn("add things")
+        term.expect_question("mcp__well__add", '{"a": 1, "b": 2}', "(MCP server well)", once=False)
+        term.keys("a\r")
+        term.child.expect_exact("[tool mcp__well__add done] 1 line")
+        term.child.expect_exact("[tool mcp__well__add done] 1 line")
+        term.expect_question("mcp__well__echo", '{"text": "hi"}', "(MCP server well)")
+        term.keys("y\r")
+        term.child.expect_exact("sums done")
+        term.send_turn("/mcp")
+        term.child.expect_exact(f"well (stdio: {sys.executable} {SERVER} well): running")
+        term.child.expect_exact("  tools: mcp__well__add, mcp__well__echo, ")
+        term.child.expect_exact("never (stdio: ")
+        term.child.expect_exact("): failed: it did not answer initialize and tools/list within")
+        assert term.leave() == 0
+        assert term.decisions() == ["allowed-always", "allowed-always", "allowed"]
+    finally:
+        if term.child.isalive():
+            term.child.close(force=True)
+    assert_no_canary(home, term.screen.getvalue())
