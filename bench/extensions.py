@@ -35,7 +35,8 @@ from dsh_core.approval import ApprovalPolicy
 from dsh_core.deepseek import DeepSeekAdapter
 from dsh_core.llm import ToolCall
 from dsh_core.loop import Conversation
-from dsh_core.mcp import McpServers, ServerSpec
+from dsh_core.mcp import ServerSpec
+from dsh_core.mcp.servers import McpServers
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.subagent import SubagentTool
 from dsh_core.testing import Answer, KeepAlives, StubServer, ToolCalls

@@ -25,15 +25,16 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .chain import error_chain
 from .context import repository_root
 from .fileio import read_up_to
 from .llm import ToolSpec
 from .tools.base import Access, Invocation, ToolError, ToolOutput
-from .tools.paths import check_arguments, list_name, string_argument
-from .tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from .tools.workspace import Workspace
 
 __all__ = [
     "MAX_DESCRIPTION",
@@ -244,6 +245,8 @@ class SkillTool:
         return str(arguments.get("name", ""))
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        from .tools.paths import check_arguments, string_argument  # at the first call
+
         check_arguments("skill", arguments, ("name",))
         name = string_argument(arguments, "name")
         assert name is not None
@@ -265,6 +268,8 @@ class SkillTool:
         lines = text.lstrip("\ufeff").splitlines(keepends=True)
         closing = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
         body = "".join(lines[closing + 1 :]).strip("\n")
+        from .tools.paths import list_name
+
         files, more = _files(skill.folder)
         self.workspace.skill_folders.add(skill.folder)
         listing = "\n".join(list_name(name) for name in files)

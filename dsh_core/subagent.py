@@ -26,7 +26,6 @@ from .errors import SUBAGENT_FAILED, FailureRecord, HarnessError
 from .events import AssistantStep, TurnEnd
 from .llm import ToolCall, ToolSpec
 from .tools.base import Access, Invocation, ToolError, ToolOutput
-from .tools.paths import check_arguments, string_argument
 from .tools.specs import OUTPUT_LIMIT
 
 if TYPE_CHECKING:
@@ -72,6 +71,8 @@ class SubagentTool:
         return str(arguments.get("description", ""))
 
     def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        from .tools.paths import check_arguments, string_argument  # at the first call
+
         check_arguments("subagent", arguments, ("description", "prompt"))
         description = string_argument(arguments, "description")
         prompt = string_argument(arguments, "prompt")

@@ -40,8 +40,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from dsh_core.chain import error_chain
-from dsh_core.errors import HarnessError
-from dsh_core.loop import DEFAULT_INPUT_LIMIT
+from dsh_core.errors import HarnessError, UsageError
+from dsh_core.llm import ToolCall
+from dsh_core.loop import DEFAULT_INPUT_LIMIT, Conversation
 
 from .config import Config, StartupError, parse_config, with_servers
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
@@ -106,6 +107,8 @@ async def _run(
 
 def _stored(config: Config, terminal: bool) -> int:
     """``--sessions`` and ``--show``: read the store, write nothing to it."""
+    from dsh_core.skills import SkillCatalog, SkillTool
+    from dsh_core.subagent import SubagentTool
     from dsh_core.tools import Toolbox, Workspace, builtin_tools
 
     from .sessions import list_sessions, show_session
@@ -117,8 +120,15 @@ def _stored(config: Config, terminal: bool) -> int:
     assert config.show is not None
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
-    describe = Toolbox(builtin_tools(workspace)).describe
+    # Only describe() is used: these run nothing here.
+    subagent = SubagentTool(_no_child)
+    tools = [*builtin_tools(workspace), SkillTool(SkillCatalog(), workspace), subagent]
+    describe = Toolbox(tools).describe
     return show_session(config, config.show, sys.stdout, terminal=terminal, describe=describe)
+
+
+def _no_child(call: ToolCall) -> Conversation:
+    raise UsageError("--show and --sessions run no subagent")
 
 
 def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int:

@@ -11,7 +11,7 @@ import contextlib
 import os
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
@@ -27,7 +27,6 @@ from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
 from dsh_core.llm import ToolCall
 from dsh_core.loop import Conversation
-from dsh_core.mcp import McpServers
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.skills import SkillCatalog, SkillTool, discover_skills, skills_section
 from dsh_core.subagent import CHILD_TOOLS, SubagentTool
@@ -47,6 +46,9 @@ from .render import INTERRUPTED_LINE, neutralise
 from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
+
+if TYPE_CHECKING:
+    from dsh_core.mcp.servers import McpServers
 
 __all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime"]
 
@@ -127,6 +129,8 @@ class Runtime:
                 err.write(f"dsh: {neutralise(notice)}\n")  # paths may hold anything
         servers = None
         if config.servers and config.tools:
+            from dsh_core.mcp.servers import McpServers
+
             servers = McpServers(
                 config.servers,
                 stderr_dir=log.path.parent,

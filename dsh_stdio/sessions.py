@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -34,7 +35,7 @@ from dsh_core.chain import error_chain
 from dsh_core.errors import SessionLogError
 from dsh_core.events import AssistantStep, ToolResult, TurnEnd, TurnStart, UserText
 from dsh_core.llm import TextDelta, ToolCall
-from dsh_core.loop import ToolFinished, ToolStarting
+from dsh_core.loop import Nested, ToolFinished, ToolStarting
 from dsh_core.session import (
     LOG_NAME,
     SUBAGENTS_DIR,
@@ -224,7 +225,9 @@ def print_transcript(
     session = read_log(path)
     if session.cwd is not None and session.cwd != os.path.abspath(cwd):
         _note(err, f"session {session.id} was started in {session.cwd}")
-    replay = replay_events(session.events, out, err, terminal, describe or Toolbox().describe)
+    replay = replay_events(
+        session.events, out, err, terminal, describe or Toolbox().describe, _children(path)
+    )
     failed = asyncio.run(replay)
     if failed is not None:
         _note(err, f"cannot write to standard output: {error_chain(failed)}")
@@ -324,14 +327,33 @@ class _TranscriptView(TurnView):
         self._write(neutralise(text) + "\n")
 
 
+def _children(path: Path) -> dict[str, Sequence[SessionEvent]]:
+    """The events of the subagents' sessions of the log at ``path``, by the call that ran each."""
+    found: dict[str, Sequence[SessionEvent]] = {}
+    for child in sorted(path.parent.glob(f"{SUBAGENTS_DIR}/*/{LOG_NAME}")):
+        try:
+            stored = read_log(child)
+            header = json.loads(child.read_bytes().partition(b"\n")[0])
+        except (SessionLogError, OSError, ValueError):
+            continue  # --show of the child itself names what is wrong with it
+        parent = header.get("parent") if isinstance(header, dict) else None
+        if isinstance(parent, dict) and isinstance(parent.get("call_id"), str):
+            found[parent["call_id"]] = stored.events
+    return found
+
+
 async def replay_events(
     events: Sequence[SessionEvent],
     out: TextIO,
     err: TextIO,
     terminal: bool,
     describe: Describe,
+    children: Mapping[str, Sequence[SessionEvent]] | None = None,
 ) -> OSError | None:
     """Feed stored turns to a TurnView as the live events that made them.
+
+    ``children``: the events of the subagent run by a call, by its id; its tool lines are
+    shown under that call, as they were live.
 
     Returns the error that stopped stdout, if one did. Async because TurnView batches its
     writes per event-loop pass; after each record the pass runs, as it did live.
@@ -369,6 +391,8 @@ async def replay_events(
         elif isinstance(record, ToolResult):
             call = calls.get(record.call_id) or ToolCall(record.call_id, "unknown", "")
             current().on_event(ToolStarting(call, describe(call)))
+            for nested in _nested((children or {}).get(call.id, ()), describe):
+                current().on_event(Nested(call, nested))
             current().on_event(ToolFinished(call, record))
         elif isinstance(record, TurnEnd):
             ended = current()
@@ -390,6 +414,22 @@ async def replay_events(
     except OSError as exc:
         return exc
     return None
+
+
+def _nested(
+    events: Sequence[SessionEvent], describe: Describe
+) -> list[ToolStarting | ToolFinished]:
+    """A subagent's calls and results, as its tool lines showed them."""
+    calls: dict[str, ToolCall] = {}
+    shown: list[ToolStarting | ToolFinished] = []
+    for event in events:
+        record = event.record
+        if isinstance(record, AssistantStep):
+            calls.update((call.id, call) for call in record.tool_calls)
+        elif isinstance(record, ToolResult):
+            call = calls.get(record.call_id) or ToolCall(record.call_id, "unknown", "")
+            shown += [ToolStarting(call, describe(call)), ToolFinished(call, record)]
+    return shown
 
 
 def _user_lines(text: str, terminal: bool) -> str:

@@ -138,6 +138,15 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
         "[tool read done] 1 line\n"
         "demo.txt says Hello.\n"
     )
+    parent_shown = run_dsh(env, work, "--show", "last")
+    assert parent_shown.stdout == (
+        "> ask a subagent\n"
+        "[tool subagent] look at demo\n"
+        "  [tool read] demo.txt\n"
+        "  [tool read done] 1 line\n"
+        "[tool subagent done] 1 line\n"
+        "The subagent says: Hello.\n"
+    )
     resumed = run_dsh(env, work, "-r", child_log.parent.name, stdin="more\n")
     assert resumed.returncode == 2
     assert "is a subagent's" in resumed.stderr
