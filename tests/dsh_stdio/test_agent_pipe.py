@@ -48,7 +48,8 @@ HANG = 60.0
 REFUSED_SHELL = 'tool "bash" needs approval and stdin is not a terminal; run with --allow shell'
 REFUSED_WRITE = 'tool "edit" needs approval and stdin is not a terminal; run with --allow write'
 REFUSED_READ = 'tool "read" needs approval and stdin is not a terminal; run with --allow read'
-BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash"]
+BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash", "subagent"]
+"""The tools of a session with no skill and no MCP server (SPEC 7 and 13)."""
 
 
 # -- fixtures -----------------------------------------------------------------------------------
