@@ -9,30 +9,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from dsh_core.testing import Answer, StubServer, ToolCalls
+from dsh_core.testing import Answer, StubServer
 from tests.dsh_stdio.test_agent_pipe import (
     assert_requests_valid,
     data_of,
     read_events,
     run_dsh,
-    stub,
     tool_lines,
-    work,
 )
-from tests.dsh_stdio.test_mcp import env, home, user_home
+from tests.dsh_stdio.test_mcp import calls, env, home, stub, user_home, work
 from tests.support import log_problems
 
 __all__ = ["env", "home", "stub", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
-
-
-def calls(*items: tuple[str, dict[str, Any]]) -> ToolCalls:
-    return ToolCalls(tuple((name, json.dumps(arguments)) for name, arguments in items))
 
 
 def skill(folder: Path, name: str, description: str, body: str = "Do it well.") -> Path:

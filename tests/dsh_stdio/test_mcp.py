@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,14 @@ from tests.dsh_stdio.test_agent_pipe import (
     read_events,
     run_dsh,
     start_dsh,
+    stub,
     tool_lines,
+    work,
 )
+from tests.security._support_toolrules import user_home
 from tests.support import CANARY_KEY, assert_no_canary, child_env, log_problems, wait_until
+
+__all__ = ["calls", "env", "home", "server_table", "stub", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -49,28 +53,9 @@ def server_table(name: str, mode: str, **extra: Any) -> str:
 
 
 @pytest.fixture
-def stub() -> Iterator[StubServer]:
-    with StubServer() as server:
-        yield server
-
-
-@pytest.fixture
 def home(tmp_path: Path) -> Path:
+    """``DSH_HOME``, made: the tests write its ``config.toml`` first."""
     path = tmp_path / "dsh-home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def user_home(tmp_path: Path) -> Path:
-    path = tmp_path / "user"
     path.mkdir()
     return path
 
