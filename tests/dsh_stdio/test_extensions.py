@@ -20,10 +20,10 @@ from tests.dsh_stdio.test_agent_pipe import (
     run_dsh,
     tool_lines,
 )
-from tests.dsh_stdio.test_mcp import calls, env, home, stub, user_home, work
+from tests.dsh_stdio.test_mcp import calls, dsh_env, home, stub, user_home, work
 from tests.support import log_problems
 
-__all__ = ["env", "home", "stub", "user_home", "work"]
+__all__ = ["dsh_env", "home", "stub", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def skill(folder: Path, name: str, description: str, body: str = "Do it well.") 
 
 
 def test_skills_are_found_in_each_place_listed_and_loaded(
-    stub: StubServer, env: dict[str, str], work: Path, user_home: Path
+    stub: StubServer, dsh_env: dict[str, str], work: Path, user_home: Path
 ) -> None:
     (work / ".git").mkdir()  # the repository root; dsh runs in a folder below it
     inner = work / "sub"
@@ -56,7 +56,7 @@ def test_skills_are_found_in_each_place_listed_and_loaded(
         calls(("read", {"file_path": str(home_skill / "ref.md")})),
         Answer("noted"),
     )
-    run = run_dsh(env, inner, stdin="take a note\n")  # no --allow: a pipe asks nobody
+    run = run_dsh(dsh_env, inner, stdin="take a note\n")  # no --allow: a pipe asks nobody
     assert run.returncode == 0, run.stderr
     assert f"dsh: skill {broken} left out: it does not begin with a front matter" in run.stderr
     system = stub.requests[0]["messages"][0]["content"]
@@ -84,7 +84,7 @@ def test_skills_are_found_in_each_place_listed_and_loaded(
 
 
 def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
-    stub: StubServer, env: dict[str, str], home: Path, work: Path
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path
 ) -> None:
     (work / "demo.txt").write_text("Hello\n")
     stub.enqueue(
@@ -93,7 +93,7 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
         Answer("demo.txt says Hello."),  # the child's answer
         Answer("The subagent says: Hello."),
     )
-    run = run_dsh(env, work, stdin="ask a subagent\n")
+    run = run_dsh(dsh_env, work, stdin="ask a subagent\n")
     assert run.returncode == 0, run.stderr
     assert run.stdout == "The subagent says: Hello.\n"
     assert [line for line in run.stderr.splitlines() if "[tool " in line] == [
@@ -118,12 +118,12 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
     ]
     assert data_of(child_events, "user/message")[0]["text"] == "What does demo.txt say?"
     # --sessions lists the child under its parent; --show shows it; it cannot be resumed.
-    listing = run_dsh(env, work, "--sessions")
+    listing = run_dsh(dsh_env, work, "--sessions")
     rows = listing.stdout.splitlines()
     assert rows[1].startswith(parent_log.parent.name)
     assert rows[2].startswith(f"  subagent {child_log.parent.name}")
     assert rows[2].endswith("What does demo.txt say?")
-    shown = run_dsh(env, work, "--show", child_log.parent.name)
+    shown = run_dsh(dsh_env, work, "--show", child_log.parent.name)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == (
         "> What does demo.txt say?\n"
@@ -131,7 +131,7 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
         "[tool read done] 1 line\n"
         "demo.txt says Hello.\n"
     )
-    parent_shown = run_dsh(env, work, "--show", "last")
+    parent_shown = run_dsh(dsh_env, work, "--show", "last")
     assert parent_shown.stdout == (
         "> ask a subagent\n"
         "[tool subagent] look at demo\n"
@@ -140,7 +140,7 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
         "[tool subagent done] 1 line\n"
         "The subagent says: Hello.\n"
     )
-    resumed = run_dsh(env, work, "-r", child_log.parent.name, stdin="more\n")
+    resumed = run_dsh(dsh_env, work, "-r", child_log.parent.name, stdin="more\n")
     assert resumed.returncode == 2
     assert "is a subagent's" in resumed.stderr
     assert_requests_valid(stub)

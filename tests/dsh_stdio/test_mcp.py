@@ -31,10 +31,10 @@ from tests.dsh_stdio.test_agent_pipe import (
     tool_lines,
     work,
 )
-from tests.security._support_toolrules import user_home
-from tests.support import CANARY_KEY, assert_no_canary, child_env, log_problems, wait_until
+from tests.security._support_toolrules import dsh_env, user_home
+from tests.support import CANARY_KEY, assert_no_canary, log_problems, wait_until
 
-__all__ = ["calls", "env", "home", "server_table", "stub", "user_home", "work"]
+__all__ = ["calls", "dsh_env", "home", "server_table", "stub", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -58,11 +58,6 @@ def home(tmp_path: Path) -> Path:
     path = tmp_path / "dsh-home"
     path.mkdir()
     return path
-
-
-@pytest.fixture
-def env(stub: StubServer, home: Path, user_home: Path) -> dict[str, str]:
-    return child_env(stub.url, home, HOME=str(user_home))
 
 
 def calls(*items: tuple[str, dict[str, Any]]) -> ToolCalls:
@@ -91,7 +86,7 @@ def results(home: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_servers_of_every_kind_in_one_run(
-    stub: StubServer, env: dict[str, str], home: Path, work: Path, user_home: Path
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path, user_home: Path
 ) -> None:
     (home / "config.toml").write_text(
         server_table("well", "well")
@@ -112,7 +107,7 @@ def test_servers_of_every_kind_in_one_run(
         calls(("mcp__crashy__hello", {})),
         Answer("all done"),
     )
-    run = run_dsh(env, work, "--allow", "mcp", stdin="use the servers\n")
+    run = run_dsh(dsh_env, work, "--allow", "mcp", stdin="use the servers\n")
     assert run.returncode == 0, run.stderr
     assert run.stdout.endswith("all done\n")
     # The server that never starts: one warning with its chain; the others are there.
@@ -154,17 +149,17 @@ def test_servers_of_every_kind_in_one_run(
 
 
 def test_a_pipe_refuses_mcp_calls_unless_allowed_by_name(
-    stub: StubServer, env: dict[str, str], home: Path, work: Path
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path
 ) -> None:
     (home / "config.toml").write_text(server_table("well", "well"))
     stub.enqueue(calls(("mcp__well__add", {"a": 1, "b": 1})), Answer("refused"))
-    run = run_dsh(env, work, stdin="one\n")  # --allow mcp:well is a row of test_approval.py
+    run = run_dsh(dsh_env, work, stdin="one\n")  # --allow mcp:well is a row of test_approval.py
     assert run.returncode == 0, run.stderr
     assert tool_lines(run.stderr)[-1] == (
         'dsh: [tool refused mcp__well__add] tool "mcp__well__add" needs approval and stdin is '
         "not a terminal; run with --allow mcp:well"
     )
-    bad = run_dsh(env, work, "--allow", "mcp:other", stdin="three\n")
+    bad = run_dsh(dsh_env, work, "--allow", "mcp:other", stdin="three\n")
     assert bad.returncode == 2
     assert bad.stderr.startswith("dsh: startup failed: --allow mcp:other: no MCP server 'other'")
 
@@ -186,12 +181,12 @@ def server_pids(dsh_pid: int) -> list[int]:
 
 
 def test_no_server_outlives_dsh_even_after_sigkill(
-    stub: StubServer, env: dict[str, str], home: Path, work: Path
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path
 ) -> None:
     (home / "config.toml").write_text(server_table("well", "well"))
     flag = work / "go"
     stub.enqueue(calls(("mcp__well__wait", {"path": str(flag)})))
-    proc = start_dsh(env, work, "--allow", "mcp")
+    proc = start_dsh(dsh_env, work, "--allow", "mcp")
     assert proc.stdin is not None
     proc.stdin.write(b"wait\n")
     proc.stdin.flush()
@@ -215,7 +210,7 @@ def test_no_server_outlives_dsh_even_after_sigkill(
 
 
 def test_a_server_over_http_with_a_token_from_the_environment(
-    stub: StubServer, env: dict[str, str], home: Path, work: Path, tmp_path: Path
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path, tmp_path: Path
 ) -> None:
     port_file = tmp_path / "port"
     server_env = {**os.environ, "MCP_TOKEN": "s3cret-token"}
@@ -235,7 +230,9 @@ def test_a_server_over_http_with_a_token_from_the_environment(
             "startup_timeout_s = 5\n"
         )
         stub.enqueue(calls(("mcp__web__echo", {"text": "over http"})), Answer("ok"))
-        run = run_dsh({**env, "WEB_TOKEN": "s3cret-token"}, work, "--allow", "mcp", stdin="go\n")
+        run = run_dsh(
+            {**dsh_env, "WEB_TOKEN": "s3cret-token"}, work, "--allow", "mcp", stdin="go\n"
+        )
     finally:
         server.terminate()
         server.wait(timeout=HANG)
@@ -247,11 +244,11 @@ def test_a_server_over_http_with_a_token_from_the_environment(
 
 
 def test_a_bad_config_file_is_a_startup_failure_naming_file_line_and_key(
-    env: dict[str, str], home: Path, work: Path
+    dsh_env: dict[str, str], home: Path, work: Path
 ) -> None:
     config = home / "config.toml"
     config.write_text('[mcp.servers.files]\ncommand = "x"\nargs = "not a list"\n')
-    run = run_dsh(env, work, stdin="hi\n")
+    run = run_dsh(dsh_env, work, stdin="hi\n")
     assert run.returncode == 2
     assert run.stderr == (
         f"dsh: startup failed: {config}, line 3: mcp.servers.files.args: must be a list of "
@@ -260,7 +257,7 @@ def test_a_bad_config_file_is_a_startup_failure_naming_file_line_and_key(
 
 
 def test_a_terminal_asks_with_always_per_tool_and_lists_the_servers(
-    stub: StubServer, env: dict[str, str], home: Path, work: Path
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path
 ) -> None:
     from tests.dsh_stdio.test_agent_terminal import spawn_terminal
     from tests.support import DSH
@@ -274,7 +271,7 @@ def test_a_terminal_asks_with_always_per_tool_and_lists_the_servers(
         calls(("mcp__well__echo", {"text": "hi"})),  # another tool: asked
         Answer("sums done"),
     )
-    term = spawn_terminal(DSH, {**env, "PROMPT_TOOLKIT_NO_CPR": "1"}, work, home)
+    term = spawn_terminal(DSH, dsh_env, work, home)
     try:
         term.send_turn("add things")
         term.expect_question("mcp__well__add", '{"a": 1, "b": 2}', "(MCP server well)", once=False)
