@@ -144,3 +144,33 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
     assert resumed.returncode == 2
     assert "is a subagent's" in resumed.stderr
     assert_requests_valid(stub)
+
+
+def test_three_reads_in_one_step_with_one_failing_are_all_answered_in_order(
+    stub: StubServer, dsh_env: dict[str, str], home: Path, work: Path
+) -> None:
+    for name in ("a.txt", "c.txt"):
+        (work / name).write_text(f"{name}\n")
+    stub.enqueue(
+        calls(
+            ("read", {"file_path": "a.txt"}),
+            ("read", {"file_path": "missing.txt"}),
+            ("read", {"file_path": "c.txt"}),
+        ),
+        Answer("read them"),
+    )
+    run = run_dsh(dsh_env, work, stdin="read three\n")
+    assert run.returncode == 0, run.stderr
+    (log,) = home.rglob("session.jsonl")
+    events = read_events(log)
+    assert log_problems(log) == []
+    answers = [(r["is_error"], r["content"][:40]) for r in data_of(events, "tool/result")]
+    assert answers == [
+        (False, "     1\ta.txt"),
+        (True, "Error: cannot read missing.txt: [Errno 2"),
+        (False, "     1\tc.txt"),
+    ]
+    sent = stub.requests[1]["messages"][-3:]  # the results, right after the calls, in order
+    calls_asked = [call["id"] for call in stub.requests[1]["messages"][-4]["tool_calls"]]
+    assert [m["tool_call_id"] for m in sent] == calls_asked
+    assert_requests_valid(stub)

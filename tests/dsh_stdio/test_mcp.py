@@ -146,6 +146,7 @@ def test_servers_of_every_kind_in_one_run(
     assert '[tool mcp__well__add] {"a": 2, "b": 3} (MCP server well)' in run.stderr
     assert_no_canary(home, run.stdout, run.stderr)
     assert_requests_valid(stub)
+    assert server_pids() == []  # every server ended with dsh
 
 
 def test_a_pipe_refuses_mcp_calls_unless_allowed_by_name(
@@ -164,8 +165,8 @@ def test_a_pipe_refuses_mcp_calls_unless_allowed_by_name(
     assert bad.stderr.startswith("dsh: startup failed: --allow mcp:other: no MCP server 'other'")
 
 
-def server_pids(dsh_pid: int) -> list[int]:
-    """The test servers started by ``dsh_pid`` that are alive, from /proc."""
+def server_pids() -> list[int]:
+    """The processes of this checkout's test servers that are alive, from /proc."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -197,16 +198,16 @@ def test_no_server_outlives_dsh_even_after_sigkill(
             return any(e["type"] == "tool/call" for e in events)
 
         wait_until(running, "the MCP call to start", timeout=HANG)
-        (pid,) = [p for p in server_pids(proc.pid) if p]
+        (pid,) = server_pids()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=HANG)
-        wait_until(lambda: not server_pids(proc.pid), "the server to die with dsh", timeout=HANG)
+        wait_until(lambda: not server_pids(), "the server to die with dsh", timeout=HANG)
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
         flag.touch()
-    assert pid not in server_pids(proc.pid)
+    assert pid not in server_pids()
 
 
 def test_a_server_over_http_with_a_token_from_the_environment(

@@ -6,7 +6,7 @@ Modes:
   (``isError``), ``environment`` (whether a variable is set), ``where`` (its working
   directory), ``wait`` (until a file exists: a call to cancel), ``pid`` (its process id).
 - ``crashy``: ``crash`` exits in the middle of the call; ``hello`` answers.
-- ``never``: never finishes starting (it never reads its input).
+- ``never``: never finishes starting (it never answers ``initialize``).
 - ``hostile``: escape sequences in its tool names, descriptions and results, and a result
   that quotes the argument it is given (the tests give it the API key).
 
@@ -29,6 +29,16 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else "well"
 app = MCPServer(f"test-{MODE}")
 
 if MODE == "never":
+    # Stuck in its start-up, yet it leaves when its input closes, as servers do: dsh's stop at
+    # exit is then quick (a server deaf to it too gets SIGTERM from the SDK 2 s later).
+    import threading
+
+    def leave_at_end_of_input() -> None:
+        while sys.stdin.buffer.read(65536):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=leave_at_end_of_input, daemon=True).start()
     time.sleep(3600)
 
 if MODE == "well":
