@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import mcp.types
 
     from .client import Connection
+    from .tools import Caller
 
 __all__ = ["MAX_MCP_TOOLS", "MAX_SCHEMA_BYTES", "McpServers", "ServerState", "ServerStatus"]
 
@@ -199,7 +200,7 @@ class McpServers:
                 )
         return found
 
-    def _caller(self, server: _Server) -> Any:
+    def _caller(self, server: _Server) -> Caller:
         async def call(name: str, arguments: Mapping[str, Any]) -> mcp.types.CallToolResult:
             return await self._call(server, name, arguments)
 
@@ -224,18 +225,21 @@ class McpServers:
             server.state, server.failure = "lost", exc
             where = self.stderr_path(server.spec.name) if server.spec.url is None else None
             said = f" (its stderr is in {where})" if where else ""
+            again = (
+                "it is not started a third time in this run"
+                if server.restarted
+                else "it is started again at the next call"
+            )
             raise ToolError(
-                f"{label} went away during the call to {name}{said}; it is started again at "
-                "the next call",
-                MCP_SERVER,
+                f"{label} went away during the call to {name}{said}; {again}", MCP_SERVER
             ) from exc
 
     async def _restart(self, server: _Server, label: str) -> None:
         if server.restarted or server.state in ("failed", "stopped"):
             server.state = "stopped"
             raise ToolError(
-                f"{label} is not running (it went away after a restart, or never started); "
-                "it is started once at most again in a run",
+                f"{label} went away again after it was started again once; it is not started "
+                "a third time in this run",
                 MCP_SERVER,
             ) from server.failure
         server.restarted = True

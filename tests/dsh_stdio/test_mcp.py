@@ -69,6 +69,10 @@ def the_log(home: Path) -> Path:
     return path
 
 
+def all_results(home: Path) -> list[dict[str, Any]]:
+    return data_of(read_events(the_log(home)), "tool/result")
+
+
 def results(home: Path) -> dict[str, dict[str, Any]]:
     """Each ``tool/result`` by the name of its call; the log is whole and its calls paired."""
     path = the_log(home)
@@ -105,6 +109,8 @@ def test_servers_of_every_kind_in_one_run(
         ),
         calls(("mcp__crashy__crash", {})),
         calls(("mcp__crashy__hello", {})),
+        calls(("mcp__crashy__crash", {})),  # a second loss is final
+        calls(("mcp__crashy__hello", {})),
         Answer("all done"),
     )
     run = run_dsh(dsh_env, work, "--allow", "mcp", stdin="use the servers\n")
@@ -138,6 +144,12 @@ def test_servers_of_every_kind_in_one_run(
     )
     assert crash["content"].endswith("it is started again at the next call: Connection closed")
     assert found["mcp__crashy__hello"]["content"].startswith("hello from ")
+    crashed, after = (r for r in all_results(home) if r["call_id"].startswith(("call_4", "call_5")))
+    assert "; it is not started a third time in this run: Connection closed" in crashed["content"]
+    assert after["content"] == (
+        'Error: MCP server "crashy" went away again after it was started again once; it is '
+        "not started a third time in this run: Connection closed"
+    )
     stderr_file = the_log(home).parent / "mcp-crashy.stderr"
     assert "crashy: going down" in stderr_file.read_text()
     assert stderr_file.stat().st_mode & 0o777 == 0o600
