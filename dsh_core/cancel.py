@@ -26,7 +26,16 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["Cancellation"]
+__all__ = ["Cancellation", "external_reason"]
+
+
+def external_reason(exc: BaseException) -> str:
+    """The abort reason for a BaseException that did not come through ``cancel``."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "user"
+    if isinstance(exc, SystemExit):
+        return "shutdown"
+    return "cancelled"
 
 
 class Cancellation:

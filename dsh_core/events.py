@@ -18,7 +18,18 @@ A turn is written in this order (``step`` counts the model requests of a turn fr
     tool/result       {turn, step, call_id, is_error, content, error?, exit_code?, ...}
     turn/end          {turn, reason: {kind, ...}}
 
-``system/prompt {text}`` is written once per session, before its first turn. A line of a type
+``system/prompt {text}`` is written once per session, before its first turn. A compaction
+(SPEC 11) writes three lines, each fsynced, before a step of a turn or, for ``/compact``,
+between turns (``turn`` is then null)::
+
+    compaction/start   {turn, trigger, tokens, window?, error?}
+    compaction/summary {turn, summary, replaces_through, tokens_before, tokens_after, <usage>}
+    compaction/end     {turn}
+
+The summary replaces what the model sees through event ``replaces_through`` (a ``seq``) only
+once ``compaction/end`` is written: a compaction cut short leaves the history as it was.
+
+A line of a type
 this version does not know is kept as an :class:`UnknownEvent`; a line of a known type whose
 fields are wrong is damage (:func:`parse_record` raises ``ValueError`` saying what is wrong).
 
@@ -51,9 +62,14 @@ from .llm import ToolCall, Usage
 __all__ = [
     "APPROVAL_OUTCOMES",
     "END_KINDS",
+    "FORGOTTEN",
     "ApprovalDecided",
     "ApprovalOutcome",
     "AssistantStep",
+    "CompactionEnd",
+    "CompactionStart",
+    "CompactionSummary",
+    "CompactionTrigger",
     "EndKind",
     "Record",
     "RetryScheduled",
@@ -93,6 +109,12 @@ ApprovalOutcome = Literal[
     "cancelled",  # Ctrl-C at the question
 ]
 APPROVAL_OUTCOMES: frozenset[str] = frozenset(get_args(ApprovalOutcome))
+
+CompactionTrigger = Literal[
+    "pressure",  # before a step, the conversation had passed 80% of the window
+    "overflow",  # the server refused the conversation as too long (``error`` says how)
+    "manual",  # /compact
+]
 
 _STEP_ONE = {"absent": 1}
 """Field metadata for ``step``: logs written before steps existed had one step per turn."""
@@ -285,6 +307,48 @@ class RetryScheduled(Codec):
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionStart(Codec):
+    """A compaction begins: the summary request is about to be sent (fsynced)."""
+
+    TYPE: ClassVar[str] = "compaction/start"
+    turn: int | None
+    """The turn it runs in; None for ``/compact`` between turns."""
+    trigger: CompactionTrigger
+    tokens: int
+    """The conversation's size as dsh reckoned it (the last ``prompt_tokens`` and an estimate
+    of what was added since)."""
+    window: int | None = None
+    """The context window that applied; None when none is known."""
+    error: FailureRecord | None = None
+    """For ``overflow``: the server's refusal, whose words may state the window."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSummary(Codec):
+    """The model's summary, and what it replaces (fsynced); in force once the end is written."""
+
+    TYPE: ClassVar[str] = "compaction/summary"
+    turn: int | None
+    summary: str
+    replaces_through: int
+    """The ``seq`` of the last event the summary replaces; the events after it (the kept
+    exchanges) are sent as they were, after the summary."""
+    tokens_before: int
+    tokens_after: int
+    """The conversation's size before, and as estimated after (the next request measures it)."""
+    usage: Usage = field(default_factory=Usage, metadata=FLAT)
+    """The summary request's token counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEnd(Codec):
+    """The summary is in force from here on (fsynced)."""
+
+    TYPE: ClassVar[str] = "compaction/end"
+    turn: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnd:
     """How a turn ended: what ``turn/end`` stores and the loop returns."""
 
@@ -349,6 +413,9 @@ Record = (
     | StepUsage
     | RetryScheduled
     | TurnEnd
+    | CompactionStart
+    | CompactionSummary
+    | CompactionEnd
     | UnknownEvent
 )
 """One event of the session log."""
@@ -366,6 +433,9 @@ _KNOWN: dict[str, Any] = {
         StepUsage,
         RetryScheduled,
         TurnEnd,
+        CompactionStart,
+        CompactionSummary,
+        CompactionEnd,
     )
 }
 
@@ -394,6 +464,11 @@ class SessionEvent:
     def to_json(self) -> dict[str, Any]:
         """The whole line as a JSON object: ``{type, seq, time, data}``."""
         return {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+
+
+FORGOTTEN = SessionEvent(-1, "", UnknownEvent("forgotten", {}))
+"""What an event a compaction replaced reads as once the log let go of it in memory
+(:meth:`dsh_core.session.SessionLog.forget`); the file still holds it."""
 
 
 def record_type(record: Record) -> str:

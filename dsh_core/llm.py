@@ -132,6 +132,9 @@ class ChatRequest:
     """The whole history, oldest first."""
     tools: tuple[ToolSpec, ...] = ()
     """Tools the model may call; empty sends none."""
+    tool_choice: Literal["auto", "none"] | None = None
+    """``none``: the tools are offered (the request's prefix stays the same, for the prompt
+    cache) but the answer must not call them; None leaves it to the provider (``auto``)."""
     max_tokens: int | None = None
     """Output token limit; ``None`` leaves it to the provider."""
     temperature: float | None = None

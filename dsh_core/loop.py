@@ -16,6 +16,10 @@ Every turn ends with exactly one :class:`~dsh_core.events.TurnEnd`, and before i
 the model asked for has its result in the log, so the next request is always valid: calls not
 run get ``ABORTED_BEFORE_DISPATCH`` (cancelled), ``TOOL_NOT_RUN`` (output limit) or the refusal.
 
+Long sessions (SPEC 11): :attr:`Conversation.keeper` compacts before a step past 80% of the
+window, and once after a context-window refusal (the step is then retried); see
+:mod:`dsh_core.compaction`. :meth:`Conversation.compact` does it on demand.
+
 Secrets (SPEC 10.5): what the log stores and the model is sent is masked where it enters the
 loop (:mod:`dsh_core.masking`): the model's text, reasoning and calls as they stream in, the
 user's message, the system prompt and every tool result. Failures are masked by
@@ -36,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .approval import ApprovalPolicy
@@ -44,7 +48,8 @@ from .calls import Nested as Nested
 from .calls import StepCalls, cancelled_failure
 from .calls import ToolFinished as ToolFinished
 from .calls import ToolStarting as ToolStarting
-from .cancel import Cancellation
+from .cancel import Cancellation, external_reason
+from .compaction import Compacted, Compacting, WindowKeeper
 from .errors import (
     ABORTED,
     CONTEXT_WINDOW_EXCEEDED,
@@ -66,24 +71,24 @@ from .events import (
     UserText,
 )
 from .fileio import format_size
-from .history import History, answer_unanswered, closing_records, message_tokens
+from .history import History, answer_unanswered, closing_records
 from .llm import (
     ChatModel,
     ChatRequest,
     Event,
     Message,
     RetryNotice,
-    UserMessage,
 )
 from .masking import mask
 from .session import SessionLog
-from .step import MaskedStream, Step
+from .step import MaskedStream, Step, close_stream
 from .tools.base import Toolbox
 
 __all__ = [
-    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_INPUT_LIMIT",
     "DEFAULT_MAX_STEPS",
+    "Compacted",
+    "Compacting",
     "Conversation",
     "LoopEvent",
     "Nested",
@@ -102,9 +107,6 @@ logger.addHandler(logging.NullHandler())
 DEFAULT_INPUT_LIMIT = 256 * 1024
 """Bytes (UTF-8) one user message may have."""
 
-DEFAULT_CONTEXT_WINDOW = 128_000
-"""Tokens: the window of DeepSeek's current chat models."""
-
 DEFAULT_MAX_STEPS = 50
 """Model requests one turn may make (``--max-steps``)."""
 
@@ -117,29 +119,13 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
-LoopEvent = Event | ToolStarting | ToolFinished | Nested | TurnFailed
+LoopEvent = Event | ToolStarting | ToolFinished | Nested | TurnFailed | Compacting | Compacted
 """What an observer of :meth:`Conversation.run_turn` receives, in order."""
 
 Observer = Callable[[LoopEvent], None]
 
 PreTurnHook = Callable[["Conversation", str], str | None]
 """Runs before a turn is sent; returns a reason to reject the turn (say what to do), or None."""
-
-
-def _external_reason(exc: BaseException) -> str:
-    """The abort reason for a BaseException that did not come through ``cancel``."""
-    if isinstance(exc, KeyboardInterrupt):
-        return "user"
-    if isinstance(exc, SystemExit):
-        return "shutdown"
-    return "cancelled"
-
-
-async def _close_stream(stream: AsyncIterator[Event]) -> None:
-    """Close an async-generator stream now, so the adapter releases its connection."""
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 class _Turn:
@@ -158,7 +144,8 @@ class _Turn:
 class Conversation:
     """A conversation bound to one session log; its history is derived from that log.
 
-    ``model_name`` and ``max_tokens`` may be changed between turns (``/model``).
+    ``model_name``, ``max_tokens``, ``thinking`` and ``reasoning_effort`` may be changed between
+    turns (``/model``, ``/think``).
     """
 
     def __init__(
@@ -173,7 +160,10 @@ class Conversation:
         approval: ApprovalPolicy | None = None,
         system_prompt: str | None = None,
         input_limit: int = DEFAULT_INPUT_LIMIT,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        context_window: int | None = None,
+        auto_compact: bool = True,
+        thinking: bool | None = None,
+        reasoning_effort: str | None = None,
         hooks: Sequence[PreTurnHook] = (),
     ) -> None:
         self.model = model
@@ -190,7 +180,12 @@ class Conversation:
         self.input_limit = input_limit
         """Bytes (UTF-8) one user message may have; larger ones are rejected."""
         self.context_window = context_window
-        """Tokens the model accepts; a step whose estimate exceeds it does not start."""
+        """Tokens a request may hold, whatever the model's facts say; None: the model's."""
+        self.auto_compact = auto_compact
+        """Off: a turn that does not fit is rejected (or fails), not compacted."""
+        self.thinking = thinking
+        """Ask for thinking mode (True) or against it (False); None: the model's default."""
+        self.reasoning_effort = reasoning_effort
         self.hooks: tuple[PreTurnHook, ...] = (
             Conversation.check_input_size,
             Conversation.check_context_window,
@@ -202,6 +197,8 @@ class Conversation:
         self._log_failure: FailureRecord | None = None
         """Why the log last refused a write, while the turn it left open is still open."""
         self._history = History()
+        self.keeper = WindowKeeper(self, self._history)
+        """The context window: its size now, and compaction."""
 
     @property
     def history(self) -> list[Message]:
@@ -229,20 +226,9 @@ class Conversation:
         return self._too_large(size) if size > self.input_limit else None
 
     def check_context_window(self, text: str) -> str | None:
-        """Built-in hook: refuse a turn whose estimated request exceeds ``context_window``."""
-        self._history.update(self.log.events)
-        needed = self._history.tokens + message_tokens(UserMessage(text))
-        return self._window_problem(needed)
-
-    def _window_problem(self, needed: int) -> str | None:
-        needed += self.max_tokens or 0  # the answer has to fit in the window too
-        if needed <= self.context_window:
-            return None
-        return (
-            f"the conversation no longer fits the model's context window (about {needed:,} "
-            f"tokens estimated, the window is {self.context_window:,}): start a fresh session "
-            "(/new, or dsh without --continue), or shorten the message"
-        )
+        """Built-in hook: refuse a turn that cannot fit the window (with ``auto_compact``, not
+        even once compacted)."""
+        return self.keeper.turn_problem(text)
 
     def _too_large(self, size: int) -> str:
         return (
@@ -280,16 +266,37 @@ class Conversation:
         already running, and re-raises a cancellation that did not come through ``cancel``
         after recording it.
         """
+        with self._running():
+            return await self._run(self._start(), text, on_event or _ignore)
+
+    async def compact(self, *, on_event: Observer | None = None) -> Compacted | None:
+        """Compact the conversation now, between turns (``/compact``); None when it holds
+        nothing to summarise. Raises ``HarnessError`` (``CONTEXT_WINDOW_EXCEEDED``, or
+        ``ABORTED`` after :meth:`cancel`) and SessionLogError."""
+        with self._running() as cancellation:
+            try:
+                return await self.keeper.compact(None, "manual", cancellation, on_event or _ignore)
+            except asyncio.CancelledError:
+                if cancellation.reason is None or cancellation.foreign():
+                    raise
+                raise HarnessError(
+                    f"compaction cancelled ({cancellation.reason})", ABORTED
+                ) from None
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[Cancellation]:
+        """A turn (or a compaction) runs: cancellable, after a turn a failed write left open
+        was closed."""
         if self._cancellation is not None:
             raise UsageError("a turn is already running in this conversation")
         task = asyncio.current_task()
         if task is None:
-            raise UsageError("run_turn must be awaited inside an asyncio task")
+            raise UsageError("a turn must be awaited inside an asyncio task")
         self._cancellation = Cancellation(task)
         try:
             with self._noting_log_failure():
                 self._close_open_turn()
-                return await self._run(self._start(), text, on_event or _ignore)
+                yield self._cancellation
         finally:
             self._cancellation = None
 
@@ -360,10 +367,19 @@ class Conversation:
             number += 1
             if number > self.max_steps:
                 return self._end(TurnEnd(turn.number, "max-steps"), turn)
-            if number > 1:
-                self._check_window()
+            await self.keeper.before_step(turn, number, self._cancel, on_event)
             step = turn.step = Step(number)
-            await self._stream(turn, step, on_event)
+            try:
+                await self._stream(turn, step, on_event)
+            except HarnessError as exc:
+                # Refused as too long: compact once (summarising what fit), then try again.
+                if exc.code != CONTEXT_WINDOW_EXCEEDED or not self.auto_compact or step.shown:
+                    raise
+                await self.keeper.compact(
+                    turn.number, "overflow", self._cancel, on_event, exc, turn_start=turn.first
+                )
+                step = turn.step = Step(number)
+                await self._stream(turn, step, on_event)
             limited = step.finish is not None and step.finish.reason == "max-tokens"
             self._record_step(turn, step, interrupted=False)
             if not step.calls:
@@ -380,20 +396,20 @@ class Conversation:
                 return self._end(TurnEnd(turn.number, "max-tokens"), turn)
             await calls.run(step.calls)
 
-    def _check_window(self) -> None:
-        self._history.update(self.log.events)
-        problem = self._window_problem(self._history.tokens + self._history.open_tokens)
-        if problem is not None:
-            raise HarnessError(problem, CONTEXT_WINDOW_EXCEEDED)
+    def request(self, messages: tuple[Message, ...]) -> ChatRequest:
+        """The request a step of this conversation sends, carrying ``messages``."""
+        return ChatRequest(
+            model=self.model_name,
+            messages=messages,
+            tools=self.toolbox.specs,
+            max_tokens=self.max_tokens,
+            thinking=self.thinking,
+            reasoning_effort=self.reasoning_effort,
+        )
 
     async def _stream(self, turn: _Turn, step: Step, on_event: Observer) -> None:
         self._history.update(self.log.events)
-        request = ChatRequest(
-            model=self.model_name,
-            messages=tuple(self._history.messages()),
-            tools=self.toolbox.specs,
-            max_tokens=self.max_tokens,
-        )
+        request = self.request(tuple(self._history.messages()))
         masked = MaskedStream()
         cancellation = self._cancel
         with cancellation.phase():
@@ -412,7 +428,7 @@ class Conversation:
                 for event in masked.held():
                     step.add(event)
                     on_event(event)
-                await _close_stream(stream)
+                await close_stream(stream)
 
     def _record_step(self, turn: _Turn, step: Step, *, interrupted: bool) -> None:
         step.recorded = True
@@ -435,7 +451,7 @@ class Conversation:
             if isinstance(exc, SessionLogError):
                 raise exc
             return self._fail(turn, exc, on_event)
-        reason = cancellation.reason or _external_reason(exc)
+        reason = cancellation.reason or external_reason(exc)
         end = self._end(TurnEnd(turn.number, "aborted", reason=reason), turn)
         if isinstance(exc, Exception | asyncio.CancelledError) and not foreign:
             return end

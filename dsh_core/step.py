@@ -12,6 +12,7 @@ whether the person has seen anything of it, which decides whether a step cut sho
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import assert_never
 
 from .events import AssistantStep
@@ -28,7 +29,14 @@ from .llm import (
 )
 from .masking import SECRETS, StreamMasker, mask
 
-__all__ = ["MaskedStream", "Step"]
+__all__ = ["MaskedStream", "Step", "close_stream"]
+
+
+async def close_stream(stream: AsyncIterator[Event]) -> None:
+    """Close an async-generator stream now, so the adapter releases its connection."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class Step:

@@ -131,6 +131,17 @@ def _no_child(call: ToolCall) -> Conversation:
     raise UsageError("--show and --sessions run no subagent")
 
 
+def _scrub_the_key_at_start() -> None:
+    """The key out of ``/proc/<dsh>/environ`` (SPEC 10.5): the variables a command is not
+    given (the key, and any holding its value) are overwritten in the block dsh started with;
+    ``os.environ`` keeps them for dsh."""
+    from dsh_core.startenv import scrub_start_environment
+    from dsh_core.tools.workspace import child_environment
+
+    given = child_environment(os.environ)
+    scrub_start_environment([name for name in os.environ if name not in given])
+
+
 def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int:
     """Run dsh; the process exits with the returned status.
 
@@ -138,6 +149,7 @@ def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int
     does not offer to resume the session.
     """
     _fill_closed_descriptors()
+    _scrub_the_key_at_start()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--demo" in arguments:
         from .demo import run_demo

@@ -10,10 +10,11 @@ import argparse
 import dataclasses
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn, get_args
+from typing import Literal, NoReturn, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
+
+T = TypeVar("T")
 
 Action = Literal["chat", "sessions", "show"]
 """What this run does: talk to the model, list sessions, or print one."""
@@ -86,6 +89,14 @@ class Config:
     """``--sessions --all``: every working directory's sessions."""
     quiet: bool = False
     """``--quiet``: no usage line after a turn, no session id when the run ends."""
+    context_window: int | None = None
+    """``--context-window``: tokens a request may hold; None: the model's own, if known."""
+    auto_compact: bool = True
+    """False with ``--no-auto-compact``."""
+    thinking: bool | None = None
+    """``--thinking on|off``; None: the model's default."""
+    reasoning_effort: str | None = None
+    """``--reasoning-effort``: sent as it is; None sends none."""
     servers: tuple[ServerSpec, ...] = ()
     """The MCP servers ``$DSH_HOME/config.toml`` configures (read for a chat only)."""
 
@@ -123,6 +134,23 @@ def _build_parser() -> _Parser:
     )
     parser.add_argument(
         "-s", "--system", metavar="TEXT", help="replace the first part of the system prompt"
+    )
+    parser.add_argument(
+        "--context-window",
+        metavar="N",
+        help="tokens a request may hold (default: the model's known window; for other models "
+        "the server's refusal decides) [DSH_CONTEXT_WINDOW]",
+    )
+    parser.add_argument(
+        "--no-auto-compact",
+        action="store_true",
+        help="never compact the conversation on its own (/compact still does)",
+    )
+    parser.add_argument(
+        "--thinking", metavar="on|off", help="thinking mode (default: the model's) [DSH_THINKING]"
+    )
+    parser.add_argument(
+        "--reasoning-effort", metavar="LEVEL", help="sent as reasoning_effort (low, high, ...)"
     )
     parser.add_argument(
         "--allow",
@@ -185,6 +213,19 @@ def _version() -> str:
     return __version__
 
 
+def _setting(
+    flag: str | None,
+    flag_name: str,
+    env: Mapping[str, str],
+    variable: str,
+    read: Callable[[str | None, str], T],
+) -> T:
+    """A setting read from its flag when given, else from the environment (SPEC section 2)."""
+    if flag is not None:
+        return read(flag, flag_name)
+    return read(env.get(variable), variable)
+
+
 def _positive(text: str | None, source: str) -> int | None:
     if text is None or text.strip() == "":
         return None
@@ -195,6 +236,19 @@ def _positive(text: str | None, source: str) -> int | None:
     if value <= 0:
         raise StartupError(f"{source} must be a positive integer, not {text!r}")
     return value
+
+
+_EFFORT = re.compile(r"[a-z][a-z_-]{0,31}")
+"""What a reasoning effort may look like: a word the server knows (it judges the word)."""
+
+
+def _on_off(text: str | None, source: str) -> bool | None:
+    if text is None or text.strip() == "":
+        return None
+    value = text.strip().lower()
+    if value not in ("on", "off"):
+        raise StartupError(f"{source} must be on or off, not {text!r}")
+    return value == "on"
 
 
 def _timeout(text: str | None, source: str) -> float | None:
@@ -244,22 +298,18 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     else:
         base_url = DEFAULT_BASE_URL
 
-    if args.max_tokens is not None:
-        max_tokens = _positive(args.max_tokens, "--max-tokens")
-    else:
-        max_tokens = _positive(env.get("DSH_MAX_TOKENS"), "DSH_MAX_TOKENS")
-
-    if args.timeout is not None:
-        timeout = _timeout(args.timeout, "--timeout")
-    else:
-        timeout = _timeout(env.get("DSH_TIMEOUT"), "DSH_TIMEOUT")
+    max_tokens = _setting(args.max_tokens, "--max-tokens", env, "DSH_MAX_TOKENS", _positive)
+    timeout = _setting(args.timeout, "--timeout", env, "DSH_TIMEOUT", _timeout)
 
     model = args.model or env.get("DSH_MODEL") or DEFAULT_MODEL
     # Absolute: a resumed session runs in the directory it was started in (dsh changes to it).
     home = Path(args.home or env.get("DSH_HOME") or Path.home() / ".dsh").expanduser().absolute()
-    max_steps = _positive(args.max_steps, "--max-steps") if args.max_steps is not None else None
-    if max_steps is None:
-        max_steps = _positive(env.get("DSH_MAX_STEPS"), "DSH_MAX_STEPS") or DEFAULT_MAX_STEPS
+    max_steps = _setting(args.max_steps, "--max-steps", env, "DSH_MAX_STEPS", _positive)
+    window = _setting(args.context_window, "--context-window", env, "DSH_CONTEXT_WINDOW", _positive)
+    thinking = _setting(args.thinking, "--thinking", env, "DSH_THINKING", _on_off)
+    effort = args.reasoning_effort
+    if effort is not None and not _EFFORT.fullmatch(effort):
+        raise StartupError(f"--reasoning-effort takes one word (low, medium, high), not {effort!r}")
     if args.sandbox is not None:
         sandbox = _sandbox(args.sandbox, "--sandbox")
     else:
@@ -296,7 +346,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         show_reasoning=args.show_reasoning,
         question=question,
         api_key=api_key,
-        max_steps=max_steps,
+        max_steps=max_steps or DEFAULT_MAX_STEPS,
         allow=_grants(args.allow or []),
         tools=not args.no_tools,
         sandbox=sandbox,
@@ -306,6 +356,10 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         show=args.show,
         all_directories=args.all_directories,
         quiet=args.quiet,
+        context_window=window,
+        auto_compact=not args.no_auto_compact,
+        thinking=thinking,
+        reasoning_effort=effort,
     )
 
 

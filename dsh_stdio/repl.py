@@ -19,6 +19,7 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from dsh_core.chain import error_chain
+from dsh_core.errors import HarnessError
 from dsh_core.events import TurnStart
 
 from .approve import TerminalQuestion
@@ -36,6 +37,9 @@ COMMANDS = {
     "/exit": "leave; so do /quit, exit or quit alone on a line, and Ctrl-D on an empty line",
     "/new": "start a fresh session",
     "/model NAME": "use another model for the next turns",
+    "/think on|off": "thinking mode for the next turns (alone: how it is now)",
+    "/compact": "summarise the conversation now, to free room in the context window",
+    "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, grants",
     "/mcp": "the MCP servers: how each is reached, its state, its tools",
     "//TEXT": "send a message that starts with / (//etc/hosts sends /etc/hosts)",
@@ -104,7 +108,7 @@ class _Commands:
         self._runtime = runtime
         self._out = out
 
-    def run(self, line: str) -> bool:
+    async def run(self, line: str) -> bool:
         name, _, argument = line.strip().partition(" ")
         argument = argument.strip()
         match name:
@@ -122,6 +126,18 @@ class _Commands:
                 else:
                     self._runtime.conversation.model_name = argument
                     self._say(f"model: {argument}")
+            case "/think":
+                conversation = self._runtime.conversation
+                if argument in ("on", "off"):
+                    conversation.thinking = argument == "on"
+                    self._say(f"thinking: {argument} for the next turns")
+                else:
+                    now = _thinking_text(conversation.thinking)
+                    self._say(f"thinking: {now} (usage: /think on, or /think off)")
+            case "/compact":
+                await self._compact()
+            case "/usage":
+                self._say(_usage_text(self._runtime))
             case "/session":
                 self._say(_session_text(self._runtime))
             case "/mcp":
@@ -134,6 +150,52 @@ class _Commands:
     def _say(self, text: str) -> None:
         self._out.write(neutralise(text) + "\n")  # it may echo what was typed (/model NAME)
         self._out.flush()
+
+    async def _compact(self) -> None:
+        """``/compact``: its line (or why not) shows as a turn's would; Ctrl-C cancels it."""
+        runtime = self._runtime
+        view = runtime.current_view = runtime.view(self._out, terminal=True)
+        view.show_waiting(view.COMPACTING)
+        failure: str | None = None
+        try:
+            if await runtime.conversation.compact(on_event=view.on_event) is None:
+                failure = "nothing to compact yet"
+        except HarnessError as exc:
+            failure = f"not compacted: {error_chain(exc)}"
+        finally:
+            runtime.current_view = None
+            view.pause()
+        if failure is not None:
+            self._say(f"dsh: {failure}")
+
+
+def _thinking_text(thinking: bool | None) -> str:
+    return "the model's default" if thinking is None else "on" if thinking else "off"
+
+
+def _usage_text(runtime: Runtime) -> str:
+    """``/usage``: the session's tokens over every request (summaries too), and the context."""
+    conversation = runtime.conversation
+    usage = conversation.keeper.usage
+    window, size = conversation.keeper.window, conversation.keeper.size
+    compactions = f", {usage.compactions} compacted" if usage.compactions else ""
+    context = (
+        f"about {size:,} of {window:,} tokens ({size / window:.0%})"
+        if window
+        else f"about {size:,} tokens (the window is not known: the server decides)"
+    )
+    rows = [
+        (
+            "in",
+            f"{usage.prompt_tokens:,} tokens (cache hit {usage.cache_hit_tokens:,} / miss "
+            f"{usage.cache_miss_tokens:,})",
+        ),
+        ("out", f"{usage.completion_tokens:,} tokens"),
+        ("requests", f"{usage.requests:,}{compactions}"),
+        ("context", context),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
 
 
 def _session_text(runtime: Runtime) -> str:
@@ -152,6 +214,8 @@ def _session_text(runtime: Runtime) -> str:
         ("session", conversation.log.id),
         ("log", str(conversation.log.path)),
         ("model", conversation.model_name),
+        ("thinking", _thinking_text(conversation.thinking)),
+        ("window", _window_text(conversation.keeper.window)),
         ("base URL", runtime.model.base_url),
         ("directory", os.getcwd()),
         ("sandbox", runtime.sandbox_state()),
@@ -176,6 +240,12 @@ def mcp_text(runtime: Runtime) -> str:
         if status.tools:
             lines.append(f"  tools: {', '.join(status.tools)}")
     return "\n".join(lines)
+
+
+def _window_text(window: int | None) -> str:
+    if window is None:
+        return "not known: the server's refusal decides (--context-window N sets it)"
+    return f"{window:,} tokens"
 
 
 async def _show_resumed(runtime: Runtime, out: TextIO) -> None:
@@ -252,7 +322,7 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
             if line.startswith("//"):
                 line = line[1:]  # "//etc/hosts ..." sends "/etc/hosts ..."
             elif line.startswith("/"):
-                if not commands.run(line):
+                if not await commands.run(line):
                     break
                 continue
             await runtime.run_turn(line, runtime.view(out, terminal=True))

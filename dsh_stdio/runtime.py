@@ -166,6 +166,7 @@ class Runtime:
         old = self.conversation
         log = self.store.create(Path.cwd())
         self.conversation = self._conversation(log, old.model_name)
+        self.conversation.thinking = old.thinking  # as /think left it
         self._close_log(old.log)
         return log
 
@@ -206,6 +207,10 @@ class Runtime:
             model_name=model_name,
             max_tokens=config.max_tokens,
             max_steps=config.max_steps,
+            context_window=config.context_window,
+            auto_compact=config.auto_compact,
+            thinking=config.thinking,
+            reasoning_effort=config.reasoning_effort,
             toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
@@ -233,12 +238,17 @@ class Runtime:
         if skills.skills:
             tools.append(SkillTool(skills, workspace))
         toolbox = Toolbox(tools)
+        parent_now = self.conversation  # /model and /think apply to its subagents too
         return Conversation(
             self.model,
             log,
-            model_name=self.conversation.model_name,
+            model_name=parent_now.model_name,
             max_tokens=config.max_tokens,
             max_steps=config.max_steps,
+            context_window=parent_now.context_window,
+            auto_compact=parent_now.auto_compact,
+            thinking=parent_now.thinking,
+            reasoning_effort=parent_now.reasoning_effort,
             toolbox=toolbox,
             # Nobody can be asked from inside a call: what needs a question is refused.
             approval=ApprovalPolicy(

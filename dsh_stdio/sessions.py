@@ -33,9 +33,17 @@ from typing import TextIO
 
 from dsh_core.chain import error_chain
 from dsh_core.errors import SessionLogError
-from dsh_core.events import AssistantStep, ToolResult, TurnEnd, TurnStart, UserText
+from dsh_core.events import (
+    AssistantStep,
+    CompactionEnd,
+    CompactionSummary,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UserText,
+)
 from dsh_core.llm import TextDelta, ToolCall
-from dsh_core.loop import Nested, ToolFinished, ToolStarting
+from dsh_core.loop import Compacted, Nested, ToolFinished, ToolStarting
 from dsh_core.session import (
     LOG_NAME,
     SUBAGENTS_DIR,
@@ -209,8 +217,9 @@ def print_transcript(
 ) -> int:
     """Print the session ``ref`` (an id, or ``last``: the newest of ``cwd``) as a transcript.
 
-    Each user message as lines beginning ``> ``, each tool call and result as a terminal shows
-    them, and, for each turn, what a pipe run printed on stdout: its text and outcome line. On
+    Each user message as lines beginning ``> ``, each tool call and result and each compaction
+    as a terminal shows them, and, for each turn, what a pipe run printed on stdout: its text
+    and outcome line. On
     a terminal (``terminal``) text is neutralised; otherwise the model's text is passed
     through as the pipe run printed it. ``describe`` gives a call's summary (default: a toolbox
     without tools, which shows the call's arguments).
@@ -305,7 +314,8 @@ def _id_in_path(store: SessionStore, ref: str) -> str | None:
 class _TranscriptView(TurnView):
     """A TurnView for a stored turn: tool lines on stdout, no waiting indicator, no notices.
 
-    Tool lines are the one difference from a live pipe run, where they go to stderr.
+    Tool lines and compaction lines are the one difference from a live pipe run, where they go
+    to stderr.
     """
 
     def notice(self, text: str) -> None:
@@ -321,8 +331,8 @@ class _TranscriptView(TurnView):
         """A command's last lines are a live courtesy; the transcript has its result line."""
 
     def _remark(self, text: str, *, dim: bool) -> None:
-        # Only tool lines reach here (notices are dropped above): on stdout, as a terminal
-        # shows them, whatever stdout is.
+        # Only tool and compaction lines reach here (notices are dropped above): on stdout,
+        # as a terminal shows them, whatever stdout is.
         self._end_line()
         self._write(neutralise(text) + "\n")
 
@@ -361,6 +371,7 @@ async def replay_events(
     view: _TranscriptView | None = None
     calls: dict[str, ToolCall] = {}
     steps = 0  # the turn's last step: at a ``max-steps`` end, the limit it ran into
+    summary: CompactionSummary | None = None  # a compaction's, until its end puts it in force
 
     def current() -> _TranscriptView:
         nonlocal view
@@ -394,6 +405,11 @@ async def replay_events(
             for nested in _nested((children or {}).get(call.id, ()), describe):
                 current().on_event(Nested(call, nested))
             current().on_event(ToolFinished(call, record))
+        elif isinstance(record, CompactionSummary):
+            summary = record
+        elif isinstance(record, CompactionEnd) and summary is not None:
+            current().on_event(Compacted(summary.tokens_before, summary.tokens_after))
+            summary = None
         elif isinstance(record, TurnEnd):
             ended = current()
             ended.finish(record, steps=steps)  # flushes

@@ -24,9 +24,18 @@ from dsh_core.llm import (
     ToolCallRequest,
     Usage,
 )
-from dsh_core.loop import LoopEvent, Nested, ToolFinished, ToolStarting, TurnFailed
+from dsh_core.loop import (
+    Compacted,
+    Compacting,
+    LoopEvent,
+    Nested,
+    ToolFinished,
+    ToolStarting,
+    TurnFailed,
+)
 
 from .render import (
+    compacted_line,
     neutralise,
     outcome_line,
     output_tail,
@@ -54,6 +63,7 @@ class TurnView:
 
     WAITING = "… waiting for the model"
     BUSY = "… server busy, waiting"
+    COMPACTING = "… compacting the conversation"
     TICK = 1.0
     """Seconds between two updates of a running tool's line (and before the first)."""
 
@@ -258,6 +268,14 @@ class TurnView:
                 else:
                     line = tool_result_line(inner.call, inner.result)
                 self._remark(NESTED + line, dim=False)
+            case Compacting():
+                self._end_reasoning_if_open()
+                self._end_line()
+                self.show_waiting(self.COMPACTING)
+            case Compacted(tokens_before=before, tokens_after=after):
+                # Stdout on a terminal, a notice on a pipe: the answers there stay data.
+                self._remark(compacted_line(before, after), dim=False)
+                self.show_waiting()
             case Finish() | ToolCallRequest() | TurnFailed():
                 pass
             case _:

@@ -22,6 +22,8 @@ _OUR_VARIABLES = (
     "DSH_HOME",
     "DSH_MAX_TOKENS",
     "DSH_TIMEOUT",
+    "DSH_CONTEXT_WINDOW",
+    "DSH_THINKING",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",

@@ -206,7 +206,8 @@ def scan_log(path: Path) -> LogScan:
 
     Checked: the header (``session``, version 1), every line JSON, ``seq`` counting from 0
     without gaps, the system prompt (if any) first, turns numbered from 1 in order, none opened
-    inside another, and every other event inside the turn it names.
+    inside another, and every other event inside the turn it names (a compaction of no turn,
+    ``/compact``'s, between turns).
     """
     scan = LogScan(path)
     data = path.read_bytes()
@@ -247,6 +248,10 @@ def scan_log(path: Path) -> LogScan:
         if kind == "system/prompt":
             if number != 2:
                 scan.problems.append(f"{where}: the system prompt is not the first event")
+            continue
+        if str(kind).startswith("compaction/") and data.get("turn") is None:
+            if scan.open_turn is not None:  # /compact runs between turns
+                scan.problems.append(f"{where}: {kind} of no turn inside turn {scan.open_turn}")
             continue
         if scan.open_turn is None or data.get("turn") != scan.open_turn:
             scan.problems.append(f"{where}: {kind} outside its turn")

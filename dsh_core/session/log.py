@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import SessionLogError, UsageError
-from ..events import Record, SessionEvent
+from ..events import FORGOTTEN, Record, SessionEvent, SystemPrompt
 from .lines import encode_line, format_time
 
 __all__ = ["SessionLog", "lock", "write_all"]
@@ -67,7 +67,10 @@ class SessionLog:
         self.parent: dict[str, str] | None = parent if isinstance(parent, dict) else None
         """A subagent's session: ``{session, call_id}`` of the call that ran it; else None."""
         self.events = events
-        """Every event, loaded and appended, in ``seq`` order."""
+        """Every event, loaded and appended, in ``seq`` order (``events[n].seq == n``); those a
+        compaction replaced may have been let go of (:meth:`forget`)."""
+        self._forgotten = 0
+        """Events before this index were let go of."""
         self._fd: int | None = fd
         self._clock = clock
         self._size = os.fstat(fd).st_size
@@ -125,6 +128,21 @@ class SessionLog:
         """Append ``records`` in order; with ``durable``, one fsync after the last covers all."""
         for index, record in enumerate(records, 1):
             self.append(record, durable=durable and index == len(records))
+
+    def forget(self, through: int) -> None:
+        """Let go of the events up to seq ``through`` in memory; the file keeps them.
+
+        For a long session: what a compaction replaced is never sent again, and holding it
+        would make memory grow with the session. Each such event reads as
+        :data:`~dsh_core.events.FORGOTTEN` from then on, but for the system prompt, which every
+        request sends. A history must have followed the log from its start (the usage it adds
+        up, for one, counted what is let go of).
+        """
+        end = min(through + 1, len(self.events))
+        for index in range(self._forgotten, end):
+            if not isinstance(self.events[index].record, SystemPrompt):
+                self.events[index] = FORGOTTEN
+        self._forgotten = max(self._forgotten, end)
 
     def close(self) -> None:
         """Close the file and release the lock; idempotent."""

@@ -6,6 +6,7 @@ Tests queue them (``server.enqueue(HttpError(503), Answer("hello"))``); trigger 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ __all__ = [
     "Stall",
     "ToolCalls",
     "WrongContentType",
+    "in_thinking_mode",
 ]
 
 
@@ -208,3 +210,17 @@ Behaviour = (
     | RawStream
 )
 """One response of the stub server."""
+
+THOUGHT = "Thinking it over before answering."
+"""The reasoning an answer without its own gets when the request asks for thinking mode."""
+
+
+def in_thinking_mode(behaviour: Behaviour, mode: str | None) -> Behaviour:
+    """``behaviour`` as a model in the request's thinking mode answers it: with ``enabled``
+    an answer or a tool call always reasons first; with ``disabled`` it never does; without
+    the field (the model's default), as scripted."""
+    if not isinstance(behaviour, Answer | ToolCalls) or mode not in ("enabled", "disabled"):
+        return behaviour
+    if mode == "disabled":
+        return dataclasses.replace(behaviour, reasoning=None)
+    return dataclasses.replace(behaviour, reasoning=behaviour.reasoning or THOUGHT)

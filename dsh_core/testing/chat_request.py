@@ -15,6 +15,7 @@ __all__ = [
     "last_user_text",
     "messages_of",
     "thinking_enabled",
+    "thinking_mode",
     "tool_calls_of",
 ]
 
@@ -72,5 +73,11 @@ def call_ids(message: dict[str, Any]) -> list[str]:
 
 def thinking_enabled(payload: Any) -> bool:
     """Whether the request asks for thinking mode: ``"thinking": {"type": "enabled"}``."""
+    return thinking_mode(payload) == "enabled"
+
+
+def thinking_mode(payload: Any) -> str | None:
+    """``thinking.type`` as the request gives it (``enabled``, ``disabled``), else None."""
     thinking = payload.get("thinking") if isinstance(payload, dict) else None
-    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    return kind if isinstance(kind, str) else None

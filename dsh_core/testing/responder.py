@@ -34,6 +34,7 @@ from .behaviours import (
     ToolCalls,
     WrongContentType,
 )
+from .prompts import PromptCount
 
 __all__ = ["Responder", "error_body", "send_json"]
 
@@ -53,16 +54,19 @@ class Responder:
         writer: asyncio.StreamWriter,
         number: int,
         reasoned_calls: Callable[[list[str]], None],
+        prompt: PromptCount | None = None,
     ) -> None:
         """Answer request ``number`` (``x-request-id: stub-<number>``).
 
         Its calls are named ``call_<number>_<index>``; ``reasoned_calls`` is told the ids of
-        calls streamed after reasoning, before any of them is sent.
+        calls streamed after reasoning, before any of them is sent. ``prompt``: what the usage
+        reports as ``prompt_tokens`` and its cache hit (without: 7 tokens, no hit).
         """
         self.writer = writer
         self.number = number
         self.request_id = f"stub-{number}"
         self.reasoned_calls = reasoned_calls
+        self.prompt = (prompt.tokens, prompt.cache_hit) if prompt is not None else (7, 0)
 
     async def run(self, behaviour: Behaviour) -> bool:
         """Respond; False when the connection must close afterwards."""
@@ -123,12 +127,13 @@ class Responder:
         w = self.writer
         match behaviour:
             case Answer():
-                await self._send_events(_answer_events(behaviour), behaviour.delay)
+                await self._send_events(_answer_events(behaviour, self.prompt), behaviour.delay)
             case ToolCalls():
                 ids = [f"call_{self.number}_{k}" for k in range(len(behaviour.calls))]
                 if behaviour.reasoning is not None:
                     self.reasoned_calls(ids)
-                await self._send_events(_tool_call_events(behaviour, ids), behaviour.delay)
+                events = _tool_call_events(behaviour, ids, self.prompt)
+                await self._send_events(events, behaviour.delay)
             case KeepAlives(count=count, interval=interval, then=then):
                 for i in range(count):
                     if i and interval:
@@ -145,7 +150,7 @@ class Responder:
                 await self._send_events(_text_events(after_text))
                 await asyncio.sleep(seconds)
                 rest = Answer("" if after_text else "Sorry for the wait.")
-                await self._send_events(_answer_events(rest)[1:])
+                await self._send_events(_answer_events(rest, self.prompt)[1:])
             case Cut(after_text=after_text):
                 await self._send_events(_text_events(after_text))
                 return False
@@ -164,18 +169,20 @@ class Responder:
                 for data in _long_stream_chunks(deltas, max(per_chunk, 1)):
                     self._chunk(data)
                     await w.drain()
+                self._chunk(_usage_event(self.prompt, deltas) + _DONE)
+                await w.drain()
             case SlowStream(text=text, delay=delay):
                 words = [word + " " for word in text.split(" ")]
                 words[-1] = words[-1][:-1]
                 events = _text_events(None)
                 events += [_event({"content": word}, None) for word in words]
                 await self._send_events(events, delay)
-                await self._send_events(_answer_events(Answer(""))[1:])
+                await self._send_events(_answer_events(Answer(""), self.prompt)[1:])
             case EndWithoutDone(text=text):
                 await self._send_events(_text_events(text))
             case Empty():
                 events = _text_events(None)
-                events += [_event({"content": ""}, "stop"), _usage_event(7, 0)]
+                events += [_event({"content": ""}, "stop"), _usage_event(self.prompt, 0)]
                 events.append(_DONE)
                 await self._send_events(events)
             case RawStream(chunks=chunks, delay=delay, end=end):
@@ -224,17 +231,17 @@ def _opening_events(
     return events, len(pieces), len(thoughts)
 
 
-def _answer_events(answer: Answer) -> list[bytes]:
+def _answer_events(answer: Answer, prompt: tuple[int, int]) -> list[bytes]:
     events, text_pieces, thoughts = _opening_events(
         answer.text, answer.reasoning, answer.chunk_size
     )
     events.append(_event({"content": ""}, answer.finish_reason))
-    events.append(_usage_event(7, text_pieces + thoughts, thoughts))
+    events.append(_usage_event(prompt, text_pieces + thoughts, thoughts))
     events.append(_DONE)
     return events
 
 
-def _tool_call_events(calls: ToolCalls, ids: list[str]) -> list[bytes]:
+def _tool_call_events(calls: ToolCalls, ids: list[str], prompt: tuple[int, int]) -> list[bytes]:
     """Text and reasoning as an answer's, then each call's fragments, then the finish."""
     events, text_pieces, thoughts = _opening_events(calls.text, calls.reasoning, 4)
     per_call: list[list[dict[str, Any]]] = []
@@ -257,7 +264,7 @@ def _tool_call_events(calls: ToolCalls, ids: list[str]) -> list[bytes]:
         ordered = [fragment for fragments in per_call for fragment in fragments]
     events += [_event({"tool_calls": [fragment]}, None) for fragment in ordered]
     events.append(_event({"content": ""}, calls.finish_reason))
-    events.append(_usage_event(7, text_pieces + thoughts + len(ordered), thoughts))
+    events.append(_usage_event(prompt, text_pieces + thoughts + len(ordered), thoughts))
     events.append(_DONE)
     return events
 
@@ -271,11 +278,10 @@ def _text_events(text: str | None) -> list[bytes]:
 
 @functools.lru_cache(maxsize=4)
 def _long_stream_chunks(deltas: int, per_chunk: int) -> tuple[bytes, ...]:
-    """The body of a LongStream after its first event, built once per shape (it is large)."""
+    """The body of a LongStream after its first event up to its usage, built once per shape
+    (it is large)."""
     events = [_event({"content": _WORDS[i % len(_WORDS)]}, None) for i in range(deltas)]
     events.append(_event({"content": ""}, "stop"))
-    events.append(_usage_event(10, deltas))
-    events.append(_DONE)
     return tuple(b"".join(events[i : i + per_chunk]) for i in range(0, len(events), per_chunk))
 
 
@@ -291,15 +297,17 @@ def _event(delta: dict[str, Any], finish_reason: str | None) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False, separators=_COMPACT).encode() + b"\n\n"
 
 
-def _usage_event(prompt: int, completion: int, reasoning: int = 0) -> bytes:
+def _usage_event(prompt: tuple[int, int], completion: int, reasoning: int = 0) -> bytes:
+    """DeepSeek's usage chunk; ``prompt`` is (prompt tokens, of which cache hits)."""
+    tokens, hit = prompt
     usage = {
-        "prompt_tokens": prompt,
+        "prompt_tokens": tokens,
         "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "total_tokens": tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": hit},
         "completion_tokens_details": {"reasoning_tokens": reasoning},
-        "prompt_cache_hit_tokens": 0,
-        "prompt_cache_miss_tokens": prompt,
+        "prompt_cache_hit_tokens": hit,
+        "prompt_cache_miss_tokens": tokens - hit,
     }
     chunk = {
         "id": "chatcmpl-stub",

@@ -2,9 +2,12 @@
 
 It runs an asyncio server in a thread of its own and speaks HTTP/1.1 with keep-alive and chunked
 transfer. Each request is checked in this order: the route and method, the JSON body, a bearer
-key (else 401), DeepSeek's tool-call rules (else 400, :mod:`.validation`); then the next queued
-behaviour answers it, else the behaviour a trigger word picks (:mod:`.triggers`). A refused
-request leaves the queue alone. :mod:`.responder` writes the answer.
+key (else 401), DeepSeek's tool-call rules (else 400, :mod:`.validation`), the context window
+when one is set (else DeepSeek's 400, :func:`context_length_message`); then the next queued
+behaviour answers it (a summary request, from the summaries' own queue), else the behaviour a
+trigger word picks (:mod:`.triggers`). A refused request leaves the queues alone. The prompt
+is counted (:mod:`.prompts`) for the usage it reports and for :attr:`StubServer.served`.
+:mod:`.responder` writes the answer.
 """
 
 from __future__ import annotations
@@ -14,15 +17,40 @@ import json
 import socket
 import threading
 from collections import deque
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from .behaviours import Behaviour, LongStream
+from .behaviours import Behaviour, LongStream, in_thinking_mode
+from .chat_request import thinking_mode
+from .prompts import PromptCount, PromptCounter
 from .responder import Responder, error_body, send_json
-from .triggers import TriggerPicker
+from .triggers import TriggerPicker, is_summary_request
 from .validation import validate_request
 
-__all__ = ["StubServer", "closed_port"]
+__all__ = ["Served", "StubServer", "closed_port", "context_length_message"]
+
+
+def context_length_message(window: int, prompt: int, completion: int) -> str:
+    """DeepSeek's words when a request does not fit the model's context window."""
+    return (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the "
+        "completion). Please reduce the length of the messages or completion."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the stub made of one request that passed the route and JSON checks."""
+
+    number: int
+    """``stub-<number>`` is its request id."""
+    prompt: PromptCount
+    summary: bool
+    """It asked for a compaction's summary (its last message is dsh's summary request)."""
+    refused: str | None
+    """Why it was refused (401, a broken history, too long for the window), else None."""
 
 
 class StubServer:
@@ -36,17 +64,28 @@ class StubServer:
         long_deltas: int = 20_000,
         long_chunk_events: int = 256,
         key_required: bool = True,
+        context_window: int | None = None,
+        record: bool = True,
     ) -> None:
         """``long_deltas`` and ``long_chunk_events`` shape the ``long`` trigger's answer.
         ``key_required=False`` answers requests without an ``Authorization`` header, as a
-        local vLLM started without ``--api-key`` does."""
+        local vLLM started without ``--api-key`` does. ``context_window``: refuse a request
+        whose prompt and ``max_tokens`` exceed it, in DeepSeek's words (also settable later).
+        ``record=False`` keeps no request bodies (a long benchmark), only :attr:`served`."""
         self._host = host
         self._key_required = key_required
         self._port = port
         self._triggers = TriggerPicker(LongStream(long_deltas, long_chunk_events))
         self._lock = threading.Lock()
         self._queue: deque[Behaviour] = deque()
+        self._summaries: deque[Behaviour] = deque()
+        self.context_window = context_window
+        """Tokens a request may hold (prompt and ``max_tokens``); None: no limit."""
+        self._record = record
+        self._counter = PromptCounter()
+        self._served: list[Served] = []
         self._requests: list[Any] = []
+        self._bodies: list[bytes] = []
         self._headers: list[dict[str, str]] = []
         self._opened = 0
         self._closed = 0
@@ -103,9 +142,30 @@ class StubServer:
         return f"http://{self._host}:{self._port}"
 
     def enqueue(self, *behaviours: Behaviour) -> None:
-        """Script the next requests: one behaviour each, first in first out."""
+        """Script the next requests: one behaviour each, first in first out.
+
+        Summary requests (a compaction's) do not take from this queue: see
+        :meth:`enqueue_summaries`."""
         with self._lock:
             self._queue.extend(behaviours)
+
+    def enqueue_summaries(self, *behaviours: Behaviour) -> None:
+        """Script the answers to the next summary requests; with none queued, a summary
+        request gets the stub's own summary (:mod:`.triggers`)."""
+        with self._lock:
+            self._summaries.extend(behaviours)
+
+    @property
+    def bodies(self) -> list[bytes]:
+        """The raw bodies received so far, as :attr:`requests` (a copy)."""
+        with self._lock:
+            return list(self._bodies)
+
+    @property
+    def served(self) -> list[Served]:
+        """Each request that passed the route and JSON checks, counted (a copy)."""
+        with self._lock:
+            return list(self._served)
 
     @property
     def requests(self) -> list[Any]:
@@ -220,15 +280,24 @@ class StubServer:
         authorized = not self._key_required or headers.get("authorization", "").startswith(
             "Bearer "
         )
+        prompt = self._counter.count(body)
+        summary = is_summary_request(payload)
         with self._lock:
-            self._requests.append(payload)
-            self._headers.append(headers)
+            if self._record:
+                self._requests.append(payload)
+                self._bodies.append(body)
+                self._headers.append(headers)
             self._request_count += 1
             number = self._request_count
             problem = validate_request(payload, self._reasoned) if authorized else None
+            if authorized and problem is None:
+                problem = self._too_long(payload, prompt.tokens)
             # A refused request leaves the script alone: it was meant for a valid one.
             ok = authorized and problem is None
-            behaviour = self._queue.popleft() if self._queue and ok else None
+            queue = self._summaries if summary else self._queue
+            behaviour = queue.popleft() if queue and ok else None
+            refused = problem if authorized else "no API key"
+            self._served.append(Served(number, prompt, summary, refused))
         request_id = f"stub-{number}"
         if not authorized:
             refusal = error_body("Authentication Fails, no API key given", "authentication_error")
@@ -238,9 +307,11 @@ class StubServer:
             invalid = error_body(problem, "invalid_request_error")
             await send_json(writer, 400, invalid, request_id=request_id)
             return keep_alive
+        self._counter.remember(prompt)
         if behaviour is None:
             behaviour = self._triggered(payload, body)
-        responder = Responder(writer, number, self._remember_reasoned)
+        behaviour = in_thinking_mode(behaviour, thinking_mode(payload))
+        responder = Responder(writer, number, self._remember_reasoned, prompt)
         respond = asyncio.ensure_future(responder.run(behaviour))
         # HTTP/1.1 clients wait for the response before sending again, so anything readable
         # now is the client closing: stop writing at once, as a real server notices a reset.
@@ -264,6 +335,15 @@ class StubServer:
     def _triggered(self, payload: Any, body: bytes) -> Behaviour:
         """The behaviour the last user message asks for by a trigger word, else an echo."""
         return self._triggers.pick(payload, body)
+
+    def _too_long(self, payload: Any, prompt: int) -> str | None:
+        """DeepSeek's refusal when the prompt and the answer's room exceed the window."""
+        window = self.context_window
+        asked = payload.get("max_tokens") if isinstance(payload, dict) else None
+        completion = asked if isinstance(asked, int) and not isinstance(asked, bool) else 0
+        if window is None or prompt + completion <= window:
+            return None
+        return context_length_message(window, prompt, completion)
 
     def _remember_reasoned(self, call_ids: list[str]) -> None:
         with self._lock:

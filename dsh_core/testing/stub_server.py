@@ -57,9 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="server-sent events per HTTP chunk in that answer (default: 256)",
     )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="N",
+        help="refuse a request over N tokens (prompt and max_tokens), in DeepSeek's words",
+    )
     args = parser.parse_args(argv)
     server = StubServer(
-        port=args.port, long_deltas=args.long_deltas, long_chunk_events=args.long_chunk_events
+        port=args.port,
+        long_deltas=args.long_deltas,
+        long_chunk_events=args.long_chunk_events,
+        context_window=args.context_window,
     )
     try:
         server.start()

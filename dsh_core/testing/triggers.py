@@ -9,17 +9,22 @@ The ``tool...`` words ask for tool calls. They span several requests (steps): th
 message stays the last user message, and the number of tool-calling assistant messages after it
 says which step this is. When a word's calls are done, the answer quotes the first line of each
 result of the turn (``Tool results: [read] 1<tab>Hello...``), so a test sees what reached the model.
+
+A compaction's summary request (its last message is dsh's :data:`~dsh_core.compaction.
+SUMMARY_REQUEST`) is answered with :func:`stub_summary`, whatever words it holds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..compaction import SUMMARY_REQUEST
 from .behaviours import (
     Answer,
     Behaviour,
@@ -41,7 +46,14 @@ from .chat_request import (
     tool_calls_of,
 )
 
-__all__ = ["ESCAPE_TEXT", "TRIGGERS", "TriggerPicker", "tool_results_summary"]
+__all__ = [
+    "ESCAPE_TEXT",
+    "TRIGGERS",
+    "TriggerPicker",
+    "is_summary_request",
+    "stub_summary",
+    "tool_results_summary",
+]
 
 TRIGGERS: dict[str, str] = {
     "think": "reasoning first, then the answer",
@@ -152,6 +164,8 @@ class TriggerPicker:
 
     def pick(self, payload: Any, body: bytes) -> Behaviour:
         """The behaviour the last user message asks for by a trigger word, else an echo."""
+        if is_summary_request(payload):
+            return Answer(stub_summary(messages_of(payload)))
         text = self._newest_text(last_user_text(payload))
         match = _TRIGGER_RE.search(text)
         word = match.group(1).lower() if match else ""
@@ -228,6 +242,25 @@ def _tool_step(script: _ToolScript, messages: list[dict[str, Any]]) -> Behaviour
         )
     reasoning = None if script.reasoning is None else "The results are in. Time to answer."
     return Answer(tool_results_summary(messages), reasoning=reasoning)
+
+
+def is_summary_request(payload: Any) -> bool:
+    """Whether the request asks for a compaction's summary: its last message is dsh's request."""
+    messages = messages_of(payload)
+    return bool(messages) and content_text(messages[-1].get("content")).endswith(SUMMARY_REQUEST)
+
+
+def stub_summary(messages: list[dict[str, Any]]) -> str:
+    """The stub's summary of the messages before the summary request: how many of each role,
+    and a digest of them, so a test can tell which conversation it summarised. It holds no
+    trigger word, so the checkpoint it becomes picks no behaviour."""
+    covered = messages[:-1]
+    roles = {role: sum(1 for m in covered if m.get("role") == role) for role in ("user", "tool")}
+    digest = hashlib.sha256(json.dumps(covered, sort_keys=True).encode()).hexdigest()[:12]
+    return (
+        f"Summary by the stub server of {len(covered)} messages ({roles['user']} from the "
+        f"user, {roles['tool']} results), digest {digest}. Next step: go on as asked."
+    )
 
 
 def tool_results_summary(messages: list[dict[str, Any]]) -> str:

@@ -205,7 +205,9 @@ def test_default_answer(server: StubServer) -> None:
     assert outcome.error is None
     assert outcome.text == "You said: hello"
     assert outcome.kinds == ["TextDelta", "Usage", "Finish"]
-    assert outcome.events[-2] == Usage(prompt_tokens=7, completion_tokens=4)
+    # prompt_tokens is the stub's count of the body it received.
+    prompt = server.served[-1].prompt.tokens
+    assert outcome.events[-2] == Usage(prompt_tokens=prompt, completion_tokens=4)
     assert outcome.events[-1] == Finish("stop")
 
 

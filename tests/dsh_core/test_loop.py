@@ -576,16 +576,18 @@ def test_reject_oversized(conversation: Conversation, log: SessionLog) -> None:
 def test_a_conversation_that_outgrew_the_window_is_rejected(
     model: ScriptedModel, log: SessionLog
 ) -> None:
-    conversation = Conversation(model, log, model_name="m", context_window=100, max_tokens=20)
+    conversation = Conversation(
+        model, log, model_name="m", context_window=100, max_tokens=20, auto_compact=False
+    )
     model.enqueue([TextDelta("a" * 100), DONE])
     assert run(conversation.run_turn("b" * 100)).kind == "completed"  # 30 + 4 + 20 tokens
     end = run(conversation.run_turn("c" * 30))  # 34 + 34 + 13 + 20
     assert end == TurnEnd(
         2,
         "rejected",
-        reason="the conversation no longer fits the model's context window (about 101 tokens "
-        "estimated, the window is 100): start a fresh session (/new, or dsh without --continue), "
-        "or shorten the message",
+        reason="the conversation no longer fits the model's context window (about 101 tokens, "
+        "the window is 100): compact it (/compact), start a fresh session (/new, or dsh without "
+        "--continue), or shorten the message",
     )
 
 

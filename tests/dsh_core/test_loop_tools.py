@@ -309,7 +309,9 @@ def test_the_context_window_is_checked_per_step(model: ScriptedModel, log: Sessi
         return ToolOutput("x" * 10_000)
 
     model.enqueue(asks(call(1)))
-    conversation = conversation_with(model, log, FakeTool(work=huge), context_window=2_000)
+    conversation = conversation_with(
+        model, log, FakeTool(work=huge), context_window=2_000, auto_compact=False
+    )
     end = run(conversation.run_turn("q"))
     assert end.kind == "error" and end.failure is not None
     assert end.failure.code == CONTEXT_WINDOW_EXCEEDED

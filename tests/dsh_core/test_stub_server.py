@@ -41,6 +41,7 @@ from dsh_core.testing import (
     ToolCalls,
     WrongContentType,
 )
+from dsh_core.testing.prompts import PromptCounter
 from tests.support import wait_until
 
 AUTH = {"Authorization": "Bearer sk-test"}
@@ -202,7 +203,10 @@ def test_default_answer(server: StubServer, client: httpx.Client) -> None:
     assert content(response) == "You said: hi there"
     events = payloads(response)
     assert events[-1] == "[DONE]"
-    assert events[-2]["usage"]["prompt_tokens"] == 7
+    # The prompt as sent, counted by the stub's stand-in tokenizer; nothing cached yet.
+    sent = response.request.content
+    assert events[-2]["usage"]["prompt_tokens"] == PromptCounter().count(sent).tokens > 0
+    assert events[-2]["usage"]["prompt_cache_hit_tokens"] == 0
     assert events[-3]["choices"][0]["finish_reason"] == "stop"
     deltas = events[1:-3]
     assert all(len(e["choices"][0]["delta"]["content"]) <= 4 for e in deltas)

@@ -981,19 +981,22 @@ def test_a_hundred_calls_in_one_step(
 def test_a_one_megabyte_argument_string(
     dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    """The call runs with its arguments whole; the step after it would not fit the context
-    window (about 250,000 tokens of arguments), so the turn fails before sending it."""
+    """The call runs with its arguments whole; the step after it would not fit a 200,000-token
+    window (about 250,000 tokens of arguments, and nothing to summarise), so the turn fails
+    before sending it."""
     piece = 'line "quoted" \\ back, tab\t, é, 😀, \u2028, end\n'
     content = (piece * (1_100_000 // len(piece)))[:1_000_000]
     arguments = json.dumps({"file_path": "big.txt", "content": content}, ensure_ascii=False)
     assert len(arguments) > 1_000_000
     stub.enqueue(ToolCalls((("write", arguments),), fragment_size=997))
-    result = run_dsh(dsh_env, work, "--allow", "write", stdin="write it\n")
+    window = ("--context-window", "200000")
+    result = run_dsh(dsh_env, work, "--allow", "write", *window, stdin="write it\n")
     assert result.returncode == 1, result.stderr
     assert re.fullmatch(
         r"\[turn failed CONTEXT_WINDOW_EXCEEDED\] the conversation no longer fits the model's "
-        r"context window \(about [\d,]+ tokens estimated, the window is 128,000\): start a "
-        r"fresh session \(/new, or dsh without --continue\), or shorten the message\n",
+        r"context window \(about [\d,]+ tokens, the window is 200,000\): compact it "
+        r"\(/compact\), start a fresh session \(/new, or dsh without --continue\), or shorten "
+        r"the message\n",
         result.stdout,
     )
     assert tool_lines(result.stderr) == [

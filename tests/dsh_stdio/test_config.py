@@ -168,3 +168,39 @@ def test_quiet_and_a_home_made_absolute(tmp_path: Path, monkeypatch: pytest.Monk
     assert config.quiet
     assert config.home == tmp_path / "rel"  # a resumed session may change directory
     assert not parse_config([], KEY).quiet
+
+
+def test_long_session_settings_flag_beats_environment() -> None:
+    env = {**KEY, "DSH_CONTEXT_WINDOW": "32768", "DSH_THINKING": "off"}
+    from_env = parse_config([], env)
+    assert (from_env.context_window, from_env.thinking, from_env.auto_compact) == (
+        32768,
+        False,
+        True,
+    )
+    flags = parse_config(
+        ["--context-window", "20000", "--thinking", "ON", "--no-auto-compact"], env
+    )
+    assert (flags.context_window, flags.thinking, flags.auto_compact) == (20000, True, False)
+    defaults = parse_config([], KEY)
+    assert (defaults.context_window, defaults.thinking, defaults.reasoning_effort) == (
+        None,
+        None,
+        None,
+    )
+    assert parse_config(["--reasoning-effort", "high"], KEY).reasoning_effort == "high"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--context-window", "0"], "--context-window must be a positive integer, not '0'"),
+        (["--context-window", "1M"], "--context-window must be a positive integer, not '1M'"),
+        (["--thinking", "maybe"], "--thinking must be on or off, not 'maybe'"),
+        (["--reasoning-effort", "very high"], "--reasoning-effort takes one word"),
+    ],
+)
+def test_bad_long_session_settings_are_one_line(argv: list[str], said: str) -> None:
+    with pytest.raises(StartupError) as info:
+        parse_config(argv, KEY)
+    assert said in error_chain(info.value)

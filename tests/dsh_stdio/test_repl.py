@@ -72,7 +72,9 @@ def test_exit_command_and_unknown_command(dsh_env: dict[str, str]) -> None:
     child, _ = spawn(dsh_env)
     child.expect_exact(PROMPT)
     child.sendline("/nope")
-    child.expect_exact("unknown command /nope; commands: /help /exit /new /model /session")
+    child.expect_exact(
+        "unknown command /nope; commands: /help /exit /new /model /think /compact /usage /session"
+    )
     child.expect_exact(PROMPT)
     child.sendline("/session")
     child.expect("session +[0-9a-zA-Z_-]+")

@@ -732,7 +732,8 @@ def test_429_with_retry_after_beyond_the_cap(stub: StubServer, home: Path) -> No
 
 
 def test_gigantic_line_of_text(stub: StubServer, home: Path) -> None:
-    """One 8 MiB delta on one SSE line arrives whole; the next turn no longer fits."""
+    """One 8 MiB delta on one SSE line arrives whole; the next turn no longer fits the default
+    model's 1,048,576 tokens, and nothing before the answer could be summarised."""
     text = "0123456789abcdef" * (1 << 19)
     stub.enqueue(RawStream((sse_event(text), sse_event("", "stop"), b"data: [DONE]\n\n")))
     run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
@@ -740,8 +741,8 @@ def test_gigantic_line_of_text(stub: StubServer, home: Path) -> None:
     assert (answer, rest) == (text, "")
     assert re.fullmatch(
         r"\[turn rejected\] the conversation no longer fits the model's context window "
-        r"\(about 2,5\d\d,\d\d\d tokens estimated, the window is 128,000\): start a fresh "
-        r"session \(/new, or dsh without --continue\), or shorten the message",
+        r"\(about 2,5\d\d,\d\d\d tokens, the window is 1,048,576\): compact it \(/compact\), "
+        r"start a fresh session \(/new, or dsh without --continue\), or shorten the message",
         rejection,
     ), rejection
     assert run.returncode == 1

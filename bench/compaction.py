@@ -1,0 +1,226 @@
+"""A long session under a small window: validity, memory after each compaction, the cache prefix.
+
+    .venv/bin/python bench/compaction.py [--steps 2000] [--window 20000] [--json]
+
+The real ``dsh`` process runs on a pipe against the stub server (in this process, keeping no
+request bodies), with ``--context-window`` and the stub refusing above the same window. Each
+line is a ``toolchain`` turn: three steps with a ``read``, ``glob`` and ``grep`` call of a
+2.7 KB file, then the answer, four requests a turn, until ``--steps`` requests were answered
+(summary requests not counted). A thread follows the session log as it is written and reads
+dsh's resident memory (``VmRSS``) each time a ``compaction/end`` appears. Reported:
+
+- requests: answered, refused for breaking DeepSeek's history rules (must be 0), refused as
+  too long (then compacted and retried), summary requests;
+- the prefix: the share of answered requests whose messages begin, byte for byte, with the
+  previous answered request's (the stub checks it on the raw bodies), all of them and all but
+  the first after each compaction (target: 100%);
+- dsh's RSS after each compaction: the first, the last, the largest, and the growth from the
+  first to the last, beside the size of the session log;
+- the size's error: replaying the log, dsh's reckoning of each request's size (the last
+  ``prompt_tokens`` and the estimate of what came since) against the stub's count of it, for
+  requests after a measured one and for the first after a compaction (the estimate alone).
+
+A benchmark reports; no test asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+
+import itertools
+
+from dsh_core.compaction import conversation_size, tools_tokens
+from dsh_core.events import AssistantStep, CompactionEnd, StepUsage
+from dsh_core.history import History
+from dsh_core.session import read_log
+from dsh_core.testing import StubServer
+from dsh_core.tools import Toolbox, Workspace, builtin_tools
+from tests.support import DSH, child_env, proc_status
+
+DEMO = "Hello, world.\n" + "The quick brown fox jumps over the lazy dog. " * 60 + "\n"
+STEPS_PER_TURN = 4
+"""``toolchain``: three steps that call a tool, then the answer."""
+
+
+class LogFollower(threading.Thread):
+    """Reads the session log as dsh writes it; samples dsh's RSS at each ``compaction/end``."""
+
+    def __init__(self, home: Path, pid: int) -> None:
+        super().__init__(name="log-follower", daemon=True)
+        self.home = home
+        self.pid = pid
+        self.rss_kb: list[int] = []
+        self.log_bytes: list[int] = []
+        self.turn_ends = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        path: Path | None = None
+        offset, pending = 0, b""
+        while not self.done.is_set():
+            if path is None:
+                found = list(self.home.rglob("session.jsonl"))
+                path = found[0] if found else None
+            if path is not None:
+                with open(path, "rb") as file:
+                    file.seek(offset)
+                    data = file.read()
+                offset += len(data)
+                *lines, pending = (pending + data).split(b"\n")
+                for line in lines:
+                    kind = json.loads(line).get("type")
+                    if kind == "compaction/end":
+                        try:
+                            self.rss_kb.append(proc_status(self.pid)["VmRSS"])
+                        except FileNotFoundError:
+                            return
+                        self.log_bytes.append(offset)
+                    elif kind == "turn/end":
+                        self.turn_ends += 1
+            time.sleep(0.01)  # how soon a line is noticed, not a measure of anything
+
+
+def size_errors(log: Path, work: Path) -> dict[str, list[float]]:
+    """Replay ``log``: dsh's size before each request against the prompt_tokens it reported,
+    as a share of the latter; apart for requests with no measured one since the last
+    compaction (the estimate alone)."""
+    tools = tools_tokens(Toolbox(builtin_tools(Workspace.at(work, output_dir=work))).specs)
+    events = read_log(log).events
+    history = History()
+    errors: dict[str, list[float]] = {"measured": [], "estimated": []}
+    guess, kind = 0, "estimated"
+    for index, event in enumerate(events):
+        if isinstance(event.record, AssistantStep):
+            history.update(events[:index])
+            guess = conversation_size(history, tools)
+            kind = "estimated" if history.measure is None else "measured"
+        elif isinstance(event.record, StepUsage) and guess:
+            actual = event.record.usage.prompt_tokens
+            errors[kind].append((guess - actual) / actual)
+            guess = 0
+        elif isinstance(event.record, CompactionEnd):
+            guess = 0
+    return errors
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "none"
+    ordered = sorted(values)
+    median = ordered[len(ordered) // 2]
+    low, high = ordered[len(ordered) // 20], ordered[-1 - len(ordered) // 20]
+    return f"median {median:+.1%}, 90% within {low:+.1%} .. {high:+.1%} (n={len(values)})"
+
+
+def measure(steps: int, window: int) -> dict[str, Any]:
+    turns = -(-steps // STEPS_PER_TURN)
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-compaction-") as scratch:
+        work, home = Path(scratch) / "work", Path(scratch) / "home"
+        work.mkdir()
+        (work / "demo.txt").write_text(DEMO)
+        with StubServer(context_window=window, record=False) as stub:
+            env = child_env(stub.url, home)
+            lines = "".join(f"turn {n} toolchain\n" for n in range(turns)).encode()
+            started = time.perf_counter()
+            proc = subprocess.Popen(
+                [*DSH, "--context-window", str(window), "--quiet"],
+                cwd=work,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            follower = LogFollower(home, proc.pid)
+            follower.start()
+            _, stderr = proc.communicate(lines)
+            seconds = time.perf_counter() - started
+            follower.done.set()
+            follower.join()
+            served = stub.served
+        errors = size_errors(next(home.rglob("session.jsonl")), work)
+    answered = [s for s in served if not s.refused]
+    steps_answered = [s for s in answered if not s.summary]
+    too_long = [s for s in served if s.refused and "maximum context length" in s.refused]
+    broken = [s for s in served if s.refused and s not in too_long]
+    pairs = list(itertools.pairwise(answered))
+    extends = [now.prompt.extends_previous for _, now in pairs]
+    expected = [now.prompt.extends_previous for before, now in pairs if not before.summary]
+    rss = follower.rss_kb
+    return {
+        "exit_status": proc.returncode,
+        "stderr_tail": stderr.decode("utf-8", "replace")[-500:] if proc.returncode else "",
+        "seconds": seconds,
+        "window": window,
+        "turns": follower.turn_ends,
+        "steps_answered": len(steps_answered),
+        "summary_requests": sum(s.summary for s in answered),
+        "refused_as_too_long": len(too_long),
+        "refused_for_history_rules": len(broken),
+        "compactions": len(rss),
+        "prefix_share_all": sum(map(bool, extends)) / max(len(extends), 1),
+        "prefix_share_but_first_after_compaction": sum(map(bool, expected)) / max(len(expected), 1),
+        "max_prompt_tokens": max(s.prompt.tokens for s in answered),
+        "cache_hit_share": sum(s.prompt.cache_hit for s in answered)
+        / max(sum(s.prompt.tokens for s in answered), 1),
+        "rss_kb_after_compactions": rss,
+        "log_bytes_at_compactions": follower.log_bytes,
+        "size_error_measured": _spread(errors["measured"]),
+        "size_error_estimate_alone": _spread(errors["estimated"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--window", type=int, default=20_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = measure(args.steps, args.window)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    rss = figures["rss_kb_after_compactions"]
+    logs = figures["log_bytes_at_compactions"]
+    print(
+        f"{figures['steps_answered']} steps in {figures['turns']} turns under a "
+        f"{figures['window']:,}-token window, {figures['seconds']:.1f} s, exit status "
+        f"{figures['exit_status']} {figures['stderr_tail']}"
+    )
+    print(
+        f"  requests: {figures['summary_requests']} summaries, "
+        f"{figures['refused_as_too_long']} refused as too long (compacted, retried), "
+        f"{figures['refused_for_history_rules']} refused for DeepSeek's history rules; "
+        f"largest prompt {figures['max_prompt_tokens']:,} tokens"
+    )
+    print(
+        f"  prefix: {figures['prefix_share_all']:.1%} of answered requests begin with the "
+        f"previous one's messages; {figures['prefix_share_but_first_after_compaction']:.1%} "
+        f"leaving out the first after each compaction (target 100%); cache hits "
+        f"{figures['cache_hit_share']:.1%} of prompt tokens"
+    )
+    print(
+        f"  size, dsh's reckoning against the stub's count: after a measured request "
+        f"{figures['size_error_measured']}; the first after a compaction (estimate alone) "
+        f"{figures['size_error_estimate_alone']}"
+    )
+    if rss:
+        growth = (rss[-1] - rss[0]) / 1024
+        print(
+            f"  RSS after each of {len(rss)} compactions: first {rss[0] / 1024:.1f} MB, last "
+            f"{rss[-1] / 1024:.1f} MB, largest {max(rss) / 1024:.1f} MB (+{growth:.1f} MB; "
+            f"the session log grew from {logs[0] / 1e6:.1f} to {logs[-1] / 1e6:.1f} MB meanwhile)"
+        )
+
+
+if __name__ == "__main__":
+    main()
