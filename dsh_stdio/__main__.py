@@ -24,6 +24,11 @@ if __name__ == "__main__":
         _cwd = ""
     sys.path[:] = [entry for entry in sys.path if entry and os.path.realpath(entry) != _cwd]
 
+# httpx imports its command-line interface (click, pygments, rich) whenever they are installed,
+# and mcp's server half brings click: 15-25 ms of every start for code dsh never runs. An
+# entry of None makes that import fail, which httpx takes as "no CLI" (before httpx loads).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
 import signal
 
 # Until main() runs, Ctrl-C ends the process as the signal itself (status 130 in a shell)
@@ -39,10 +44,11 @@ from typing import NoReturn, TextIO
 
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.errors import HarnessError
-from dsh_core.loop import DEFAULT_INPUT_LIMIT
+from dsh_core.errors import HarnessError, UsageError
+from dsh_core.llm import ToolCall
+from dsh_core.loop import DEFAULT_INPUT_LIMIT, Conversation
 
-from .config import Config, StartupError, parse_config
+from .config import Config, StartupError, parse_config, with_servers
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
 from .status import EXIT_INTERNAL, EXIT_USAGE
@@ -86,7 +92,7 @@ async def _run(
 
     out, err = streams.out, streams.err
     try:
-        runtime = Runtime.open(
+        runtime = await Runtime.open(
             config, out=out, err=err, terminal=out.isatty(), stdin=streams.stdin, clock=clock
         )
     except (HarnessError, OSError) as exc:
@@ -113,6 +119,8 @@ async def _run(
 
 def _stored(config: Config, streams: Streams) -> int:
     """``--sessions`` and ``--show``: read the store, write nothing to it."""
+    from dsh_core.skills import SkillCatalog, SkillTool
+    from dsh_core.subagent import SubagentTool
     from dsh_core.tools import Toolbox, Workspace, builtin_tools
 
     from .sessions import list_sessions, show_session
@@ -126,8 +134,15 @@ def _stored(config: Config, streams: Streams) -> int:
     assert config.show is not None
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
-    describe = Toolbox(builtin_tools(workspace)).describe
+    # Only describe() is used: these run nothing here.
+    subagent = SubagentTool(_no_child)
+    tools = [*builtin_tools(workspace), SkillTool(SkillCatalog(), workspace), subagent]
+    describe = Toolbox(tools).describe
     return show_session(config, config.show, out, terminal=terminal, err=err, describe=describe)
+
+
+def _no_child(call: ToolCall) -> Conversation:
+    raise UsageError("--show and --sessions run no subagent")
 
 
 def _scrub_the_key_at_start() -> None:
@@ -181,6 +196,10 @@ def main(
             return _stored(config, streams)
         except (HarnessError, OSError) as exc:
             return _startup_failed(exc, err)
+    try:
+        config = with_servers(config)
+    except HarnessError as exc:
+        return _startup_failed(exc, err)
     if config.json and terminal and config.question is None:
         return _startup_failed(
             StartupError('--json is for pipes and one-shot runs: dsh --json "question"'), err

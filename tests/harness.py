@@ -350,7 +350,7 @@ async def repl_in_process(
         create_app_session(input=keyboard, output=PlainTextOutput(screen)),
     ):
         config = parse_config(list(args))
-        runtime = Runtime.open(
+        runtime = await Runtime.open(
             config,
             out=screen,
             err=screen,

@@ -78,6 +78,8 @@ class ReadTool:
         if offset > 1:
             summary += f" from line {offset}"
         access = Access("read", target.outside, protected=target.guarded(writing=False))
+        if self.workspace.in_skill(target.real):  # a file of a loaded skill: no question
+            access = Access("read")
         return Invocation(access, summary, run)
 
 

@@ -105,6 +105,9 @@ class Workspace:
     except for :attr:`output_dir`, which the model is told to read."""
     home: Path = field(default_factory=Path.home)
     """The user's home directory, where the other credential locations are."""
+    skill_folders: set[str] = field(default_factory=set)
+    """The folders of the skills loaded in this session (resolved): ``read`` opens their files
+    without a question, wherever they are (SPEC 13)."""
 
     @classmethod
     def at(cls, cwd: Path, output_dir: Path, *, dsh_home: Path | None = None) -> Workspace:
@@ -114,6 +117,10 @@ class Workspace:
     def credentials(self) -> Credentials:
         """The credential locations, resolved once per session."""
         return Credentials.of(self.home, self.dsh_home)
+
+    def in_skill(self, real: str) -> bool:
+        """Whether the resolved path ``real`` is in the folder of a skill loaded in this session."""
+        return any(os.path.commonpath([real, folder]) == folder for folder in self.skill_folders)
 
     @functools.cached_property
     def own_output(self) -> str:

@@ -129,13 +129,15 @@ LOOK_AROUND = [
 ]
 
 
+LOOK_AROUND_TOGETHER = [LOOK_AROUND[i] for i in (0, 2, 4, 1, 3, 5)]
+"""The same three reads in one step: they run side by side, every call shown before any result."""
 ALL_THREE = "Tool results: [read]      1\tHello; [glob] demo.txt; [grep] demo.txt:1:Hello\n"
 
 
 @pytest.mark.parametrize(
     ("word", "stdout", "lines", "steps"),
     [
-        ("toolmany", "Looking around.\n" + ALL_THREE, LOOK_AROUND, 2),  # three calls, one step
+        ("toolmany", "Looking around.\n" + ALL_THREE, LOOK_AROUND_TOGETHER, 2),  # one step
         ("toolchain", ALL_THREE, LOOK_AROUND, 4),  # one call per step, three steps
         ("toolsplit", "Tool results: [read]      1\tHello\n", READ_LINES, 2),
         ("toolthink", "Tool results: [read]      1\tHello\n", READ_LINES, 2),
@@ -385,8 +387,8 @@ def test_a_name_with_a_newline_and_an_escape_is_shown_neutralised(
     lines = tool_lines(result.stderr)
     assert lines[:3] == [  # a summary is one line: a name with a line break is quoted
         'dsh: [tool read] "we\\u001b[31mird\\nname.txt"',
+        'dsh: [tool read] "no\\u001b]0;pwned\\u0007such.txt"',  # the reads run side by side
         "dsh: [tool read done] 1 line",
-        'dsh: [tool read] "no\\u001b]0;pwned\\u0007such.txt"',
     ]
     assert lines[3].startswith(
         "dsh: [tool failed read] cannot read no^[]0;pwned^Gsuch.txt: [Errno 2] No such file"
