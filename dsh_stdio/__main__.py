@@ -3,6 +3,9 @@
 stdin and stdout both terminals -> the prompt_toolkit REPL; otherwise one turn per input line;
 arguments -> one turn (one-shot). prompt_toolkit is imported only for the REPL and for an
 approval question a one-shot run at a terminal asks.
+
+:func:`main` runs on the process's own streams; a test passes its own (:class:`Streams`) and a
+clock, and drives the same code in-process (``tests/harness.py``).
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from dsh_core.chain import error_chain
+from dsh_core.clock import LOOP_CLOCK, Clock
 from dsh_core.errors import HarnessError, UsageError
 from dsh_core.llm import ToolCall
 from dsh_core.loop import DEFAULT_INPUT_LIMIT, Conversation
@@ -48,14 +52,14 @@ from .config import Config, StartupError, parse_config, with_servers
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
 from .status import EXIT_INTERNAL, EXIT_USAGE
-from .tty import STDIN
+from .tty import Streams
 
 __all__ = ["leave", "main", "run"]
 
 
-def _startup_failed(exc: BaseException) -> int:
-    if sys.stderr is not None:
-        sys.stderr.write(f"dsh: startup failed: {neutralise(error_chain(exc))}\n")
+def _startup_failed(exc: BaseException, err: TextIO | None) -> int:
+    if err is not None:
+        err.write(f"dsh: startup failed: {neutralise(error_chain(exc))}\n")
     return EXIT_USAGE
 
 
@@ -76,15 +80,23 @@ def _fill_closed_descriptors() -> None:
 
 
 async def _run(
-    config: Config, terminal: bool, piped: str | Overlong | None, *, name_session: bool
+    config: Config,
+    terminal: bool,
+    piped: str | Overlong | None,
+    streams: Streams,
+    clock: Clock,
+    *,
+    name_session: bool,
 ) -> int:
     from .runtime import Runtime
 
-    out, err = sys.stdout, sys.stderr
+    out, err = streams.out, streams.err
     try:
-        runtime = await Runtime.open(config, out=out, err=err, terminal=out.isatty())
+        runtime = await Runtime.open(
+            config, out=out, err=err, terminal=out.isatty(), stdin=streams.stdin, clock=clock
+        )
     except (HarnessError, OSError) as exc:
-        return _startup_failed(exc)
+        return _startup_failed(exc, err)
     try:
         if terminal:
             from .repl import run_repl
@@ -92,10 +104,10 @@ async def _run(
             try:
                 return await run_repl(runtime, out)
             except StartupError as exc:  # the history file cannot be used
-                return _startup_failed(exc)
+                return _startup_failed(exc, err)
         if config.question is not None:
             return await run_one_shot(runtime, config.question, piped, out)
-        return await run_pipe(runtime, STDIN, out)
+        return await run_pipe(runtime, streams.stdin, out)
     finally:
         session_id = runtime.conversation.log.id
         if await runtime.close() and name_session and not config.quiet:
@@ -105,7 +117,7 @@ async def _run(
                 (out if terminal else err).write(named)
 
 
-def _stored(config: Config, terminal: bool) -> int:
+def _stored(config: Config, streams: Streams) -> int:
     """``--sessions`` and ``--show``: read the store, write nothing to it."""
     from dsh_core.skills import SkillCatalog, SkillTool
     from dsh_core.subagent import SubagentTool
@@ -113,10 +125,12 @@ def _stored(config: Config, terminal: bool) -> int:
 
     from .sessions import list_sessions, show_session
 
+    out, err = streams.out, streams.err
+    terminal = out.isatty()
     if not terminal:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dsh --show last | head` ends quietly
     if config.action == "sessions":
-        return list_sessions(config, sys.stdout, terminal=terminal)
+        return list_sessions(config, out, terminal=terminal, err=err)
     assert config.show is not None
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
@@ -124,7 +138,7 @@ def _stored(config: Config, terminal: bool) -> int:
     subagent = SubagentTool(_no_child)
     tools = [*builtin_tools(workspace), SkillTool(SkillCatalog(), workspace), subagent]
     describe = Toolbox(tools).describe
-    return show_session(config, config.show, sys.stdout, terminal=terminal, describe=describe)
+    return show_session(config, config.show, out, terminal=terminal, err=err, describe=describe)
 
 
 def _no_child(call: ToolCall) -> Conversation:
@@ -142,38 +156,53 @@ def _scrub_the_key_at_start() -> None:
     scrub_start_environment([name for name in os.environ if name not in given])
 
 
-def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    name_session: bool = True,
+    streams: Streams | None = None,
+    clock: Clock = LOOP_CLOCK,
+) -> int:
     """Run dsh; the process exits with the returned status.
 
     ``name_session=False`` (the demo, which deletes its sessions and directory when it ends)
-    does not offer to resume the session.
+    does not offer to resume the session. ``streams``: where to read and write instead of the
+    process's own; ``clock``: the model's time (its timeouts and retry waits).
     """
-    _fill_closed_descriptors()
-    _scrub_the_key_at_start()
+    if streams is None:  # the process's own: what it was started with is dsh's to tidy
+        _fill_closed_descriptors()
+        _scrub_the_key_at_start()
+        if sys.stdout is None:
+            return _startup_failed(
+                StartupError("standard output is closed: answers would be lost"), sys.stderr
+            )
+        streams = Streams.of_process()
+    err = streams.err
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--demo" in arguments:
         from .demo import run_demo
 
-        return run_demo([a for a in arguments if a != "--demo"], main)
+        def dsh(rest: Sequence[str]) -> int:
+            return main(rest, name_session=False, streams=streams, clock=clock)
+
+        return run_demo([a for a in arguments if a != "--demo"], dsh, streams)
     try:
         config = parse_config(arguments)
     except StartupError as exc:
-        return _startup_failed(exc)
-    if sys.stdout is None:
-        return _startup_failed(StartupError("standard output is closed: answers would be lost"))
-    terminal = os.isatty(STDIN) and sys.stdout.isatty()
+        return _startup_failed(exc, err)
+    terminal = os.isatty(streams.stdin) and streams.out.isatty()
     if config.action != "chat":
         try:
-            return _stored(config, sys.stdout.isatty())
+            return _stored(config, streams)
         except (HarnessError, OSError) as exc:
-            return _startup_failed(exc)
+            return _startup_failed(exc, err)
     try:
         config = with_servers(config)
     except HarnessError as exc:
-        return _startup_failed(exc)
+        return _startup_failed(exc, err)
     if config.json and terminal and config.question is None:
         return _startup_failed(
-            StartupError('--json is for pipes and one-shot runs: dsh --json "question"')
+            StartupError('--json is for pipes and one-shot runs: dsh --json "question"'), err
         )
     # From here on Ctrl-C is ours: KeyboardInterrupt until asyncio.run installs its handler,
     # then the modes install theirs.
@@ -181,11 +210,11 @@ def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int
     try:
         piped = None
         if config.question is not None:
-            piped = read_piped_stdin(STDIN, DEFAULT_INPUT_LIMIT)
+            piped = read_piped_stdin(streams.stdin, DEFAULT_INPUT_LIMIT)
         # SIGPIPE stays ignored (Python's default): a reader that went away (`dsh | head`)
         # is a failed write, which ends the turn as aborted, "output closed", in the log.
         repl = terminal and config.question is None
-        run_session = _run(config, repl, piped, name_session=name_session)
+        run_session = _run(config, repl, piped, streams, clock, name_session=name_session)
         try:
             return asyncio.run(run_session)
         finally:
@@ -195,7 +224,7 @@ def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug of ours: one clear line, never a traceback
-        sys.stderr.write(f"dsh: internal error: {neutralise(error_chain(exc))}\n")
+        err.write(f"dsh: internal error: {neutralise(error_chain(exc))}\n")
         return EXIT_INTERNAL
 
 

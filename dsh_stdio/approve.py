@@ -181,15 +181,17 @@ class TerminalQuestion:
         after: Callable[[], None],
         cancel_turn: Callable[[str], object],
         colour: bool = False,
+        stdin: int = STDIN,
     ) -> None:
         """``before`` puts the turn's output on screen; ``after`` re-arms Ctrl-C for the turn
         (prompt_toolkit removes the loop's SIGINT handler when a prompt ends); ``colour``
-        colours the diff."""
+        colours the diff; ``stdin`` is the terminal the answer is typed at."""
         self._out = out
         self._before = before
         self._after = after
         self._cancel_turn = cancel_turn
         self._colour = colour
+        self._stdin = stdin
 
     async def __call__(self, question: Question) -> Answer:
         import shutil  # with bz2 and lzma: only a question needs it
@@ -201,10 +203,10 @@ class TerminalQuestion:
         layout = question_text(question, colour=self._colour, rows=size.lines, columns=size.columns)
         self._say(layout.details)
         # What was typed during the turn must not answer the question.
-        discard_typed_ahead(STDIN)
+        discard_typed_ahead(self._stdin)
         try:
             while True:
-                with _echo(STDIN):
+                with _echo(self._stdin):
                     reply = await PromptSession[str]().prompt_async(layout.prompt)
                 answer = parse_answer(reply, layout)
                 if isinstance(answer, Answer):

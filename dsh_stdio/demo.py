@@ -15,9 +15,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tty import Streams
 
 __all__ = ["DEMO_FILE_TEXT", "DEMO_KEY", "run_demo"]
 
@@ -69,20 +72,21 @@ def _options(argv: Sequence[str]) -> tuple[bool, int, list[str]] | str:
     return down, deltas, rest
 
 
-def run_demo(argv: Sequence[str], main: Callable[..., int]) -> int:
-    """Start the stub, point ``main`` (dsh itself) at it, and clean up afterwards.
+def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int], streams: Streams) -> int:
+    """Start the stub, point ``main`` (dsh itself, on ``streams``) at it, and clean up afterwards.
 
-    The session is not offered for resuming: its working directory (and, unless ``DSH_HOME``
-    was set, the session itself) is removed when the demo ends.
+    ``main`` should not offer the session for resuming: its working directory (and, unless
+    ``DSH_HOME`` was set, the session itself) is removed when the demo ends.
     """
+    err = streams.err
     if {"-h", "--help"} & set(argv):
-        sys.stdout.write(_USAGE)
+        streams.out.write(_USAGE)
         return 0
     from .render import neutralise
 
     parsed = _options(argv)
     if isinstance(parsed, str):
-        sys.stderr.write(f"dsh: startup failed: {neutralise(parsed)} (see dsh --demo --help)\n")
+        err.write(f"dsh: startup failed: {neutralise(parsed)} (see dsh --demo --help)\n")
         return 2
     down, deltas, rest = parsed
     from dsh_core.chain import error_chain
@@ -104,7 +108,7 @@ def run_demo(argv: Sequence[str], main: Callable[..., int]) -> int:
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
         chain = neutralise(error_chain(exc))
-        sys.stderr.write(f"dsh: startup failed: the demo cannot start: {chain}\n")
+        err.write(f"dsh: startup failed: the demo cannot start: {chain}\n")
         return 2
     os.environ["DSH_HOME"] = home
     os.environ["DEEPSEEK_API_KEY"] = DEMO_KEY
@@ -112,14 +116,14 @@ def run_demo(argv: Sequence[str], main: Callable[..., int]) -> int:
         base_url = f"http://127.0.0.1:{closed_port()}" if down else server.url
         os.environ["DEEPSEEK_BASE_URL"] = base_url
         os.chdir(workdir)
-        sys.stderr.write(neutralise(_banner(base_url, home, workdir)))  # DSH_HOME is anything
+        err.write(neutralise(_banner(base_url, home, workdir)))  # DSH_HOME is anything
         if down:
-            sys.stderr.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
-        sys.stderr.flush()
-        status = main(rest, name_session=False)
+            err.write("(--down: nothing listens there; every turn fails TRANSPORT)\n")
+        err.flush()
+        status = main(rest)
         removed = "directory and sessions are" if own_home else "directory is"
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"dsh demo: over; its temporary {removed} removed\n")
+            err.write(f"dsh demo: over; its temporary {removed} removed\n")
         return status
     finally:
         server.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import threading
 from dataclasses import dataclass
 from typing import TextIO
@@ -23,7 +22,6 @@ from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA
 from .runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
-from .tty import STDIN
 
 __all__ = ["STOPPING_CODES", "LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
@@ -199,7 +197,7 @@ async def run_one_shot(
     stdout is the answer, maybe a file or ``--json``); otherwise it is refused.
     """
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    if os.isatty(STDIN):
+    if os.isatty(runtime.stdin):
         runtime.ask_on(_question_on_stderr(runtime, stopper))
     view = runtime.view(out, terminal=out.isatty())
     try:
@@ -232,14 +230,18 @@ def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
             runtime.current_view.after_question()
 
     ask = TerminalQuestion(
-        sys.stderr, before=before, after=after, cancel_turn=lambda _: stopper.stop(signal.SIGINT)
+        runtime.err,
+        before=before,
+        after=after,
+        cancel_turn=lambda _: stopper.stop(signal.SIGINT),
+        stdin=runtime.stdin,
     )
 
     async def on_stderr(question: Question) -> Answer:
         from prompt_toolkit.application import create_app_session
         from prompt_toolkit.output import create_output
 
-        with create_app_session(output=create_output(stdout=sys.stderr)):
+        with create_app_session(output=create_output(stdout=runtime.err)):
             return await ask(question)
 
     return on_stderr

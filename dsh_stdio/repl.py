@@ -25,7 +25,7 @@ from dsh_core.events import TurnStart
 from .approve import TerminalQuestion
 from .config import StartupError
 from .render import neutralise
-from .runtime import Runtime
+from .runtime import Runtime, shown_url
 from .signals import Stopper
 from .status import EXIT_OK
 from .tty import colour_wanted
@@ -216,7 +216,7 @@ def _session_text(runtime: Runtime) -> str:
         ("model", conversation.model_name),
         ("thinking", _thinking_text(conversation.thinking)),
         ("window", _window_text(conversation.keeper.window)),
-        ("base URL", runtime.model.base_url),
+        ("base URL", shown_url(config)),
         ("directory", os.getcwd()),
         ("sandbox", runtime.sandbox_state()),
         ("grants", f"--allow: {granted}; always this session: {always}"),
@@ -294,6 +294,7 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
             after=go_on,
             cancel_turn=runtime.cancel_turn,
             colour=colour_wanted(out),
+            stdin=runtime.stdin,
         )
     )
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.

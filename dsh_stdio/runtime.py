@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
+from dsh_core.clock import LOOP_CLOCK, Clock
 from dsh_core.context import system_prompt
 from dsh_core.deepseek import (
     CHAT_PATH,
@@ -25,7 +26,7 @@ from dsh_core.deepseek import (
 )
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
-from dsh_core.llm import ToolCall
+from dsh_core.llm import ChatModel, ToolCall
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.skills import SkillCatalog, SkillTool, discover_skills, skills_section
@@ -39,6 +40,7 @@ from dsh_core.tools.sandbox import (
     require_bwrap,
 )
 from dsh_core.tools.workspace import child_environment
+from dsh_core.urls import redact_url
 
 from .config import Config, StartupError
 from .jsonout import JsonView
@@ -50,7 +52,7 @@ from .view import TurnView
 if TYPE_CHECKING:
     from dsh_core.mcp.servers import McpServers
 
-__all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime"]
+__all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime", "shown_url"]
 
 TOOL_OUTPUT_DIR = "tool-output"
 """Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
@@ -64,10 +66,13 @@ class Runtime:
 
     config: Config
     store: SessionStore
-    model: DeepSeekAdapter
+    model: ChatModel
+    """The DeepSeek adapter the flags describe (or a test's model)."""
     log: InitVar[SessionLog]
     """The session's log: the conversation over it is built from the flags."""
     err: TextIO
+    stdin: int = STDIN
+    """Input's descriptor: while a turn runs, a terminal there does not echo what is typed."""
     conversation: Conversation = field(init=False)
     asker: Asker | None = None
     """The terminal's approval question (the REPL, a one-shot run at a terminal); else None."""
@@ -89,14 +94,30 @@ class Runtime:
     """The MCP servers of this run (started before the first session's tools are made)."""
 
     @classmethod
-    async def open(cls, config: Config, *, out: TextIO, err: TextIO, terminal: bool) -> Runtime:
+    async def open(
+        cls,
+        config: Config,
+        *,
+        out: TextIO,
+        err: TextIO,
+        terminal: bool,
+        stdin: int = STDIN,
+        model: ChatModel | None = None,
+        clock: Clock = LOOP_CLOCK,
+    ) -> Runtime:
         """Create or resume the session the flags ask for; say what loading repaired; start
-        the MCP servers the configuration file names."""
-        model = _adapter(config, terminal=terminal)
-        model.check_key()  # a key that cannot be sent fails here, before a session exists
+        the MCP servers the configuration file names.
+
+        ``model``: talk to it instead of the DeepSeek adapter the flags describe (whose
+        timeouts and retry waits follow ``clock``).
+        """
+        if model is None:
+            adapter = _adapter(config, terminal=terminal, clock=clock)
+            adapter.check_key()  # a key that cannot be sent fails here, before a session exists
+            model = adapter
         if config.base_url.endswith(CHAT_PATH):
             # Said once up front; each failed turn says "check --base-url" too.
-            shown = neutralise(model.base_url)
+            shown = neutralise(shown_url(config))
             err.write(f"dsh: the base URL {shown} ends in {CHAT_PATH}, which dsh adds itself\n")
         if config.tools and config.sandbox == "on":  # likewise a sandbox that cannot run
             path = child_environment().get("PATH", os.defpath)
@@ -139,7 +160,7 @@ class Runtime:
             )
             for warning in await servers.start():
                 err.write(f"dsh: {neutralise(warning)}\n")  # a server's words
-        runtime = cls(config, store, model, log, err, servers=servers)
+        runtime = cls(config, store, model, log, err, stdin, servers=servers)
         if config.json:
             view = runtime.view(out, terminal=False)  # it shows the log from here on
             if report is not None and report.appended:
@@ -339,7 +360,7 @@ class Runtime:
         view.show_waiting()
         self.current_view = view
         try:
-            with quiet_terminal(STDIN):
+            with quiet_terminal(self.stdin):
                 end = await self.conversation.run_turn(text, on_event=view.on_event)
         except SessionLogError as exc:
             end = self._unrecorded(exc)
@@ -400,11 +421,17 @@ def _enter_its_directory(log: SessionLog, err: TextIO) -> None:
     err.write(neutralise(f"dsh: session {log.id} was started in {log.cwd}: running there") + "\n")
 
 
-def _adapter(config: Config, *, terminal: bool) -> DeepSeekAdapter:
+def shown_url(config: Config) -> str:
+    """The base URL as dsh shows it: its user info, if any, redacted (as the adapter does)."""
+    return redact_url(config.base_url)
+
+
+def _adapter(config: Config, *, terminal: bool, clock: Clock) -> DeepSeekAdapter:
     wait = config.timeout  # one knob for every wait; connecting keeps its own cap
     return DeepSeekAdapter(
         base_url=config.base_url,
         api_key=config.api_key,
+        clock=clock,
         connect_timeout=CONNECT_TIMEOUT if wait is None else min(CONNECT_TIMEOUT, wait),
         read_timeout=READ_TIMEOUT if wait is None else wait,
         idle_timeout=IDLE_TIMEOUT if wait is None else wait,

@@ -1,16 +1,40 @@
-"""The terminal: standard input's descriptor, echo during a turn, and whether to use colour."""
+"""The terminal: standard input's descriptor, echo during a turn, and whether to use colour.
+
+A run reads and writes through one :class:`Streams`: the process's own (``dsh``), or a test's
+(``tests/harness.py`` runs the front door in-process over a file and in-memory text).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TextIO
 
-__all__ = ["STDIN", "colour_wanted", "discard_typed_ahead", "quiet_terminal"]
+__all__ = ["STDIN", "Streams", "colour_wanted", "discard_typed_ahead", "quiet_terminal"]
 
 STDIN = 0
 """Standard input's descriptor: read with os.read, never through sys.stdin's buffer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Streams:
+    """Where one run reads its input and writes its output."""
+
+    stdin: int
+    """Input's descriptor: a terminal, a pipe or a file, read with ``os.read``."""
+    out: TextIO
+    """Answers and outcome lines (the transcript), or ``--json`` lines."""
+    err: TextIO
+    """Notices, warnings, the question of a one-shot run, startup failures."""
+
+    @classmethod
+    def of_process(cls) -> Streams:
+        """The process's own: descriptor 0, ``sys.stdout`` and ``sys.stderr``."""
+        assert sys.stdout is not None and sys.stderr is not None
+        return cls(STDIN, sys.stdout, sys.stderr)
 
 
 @contextlib.contextmanager

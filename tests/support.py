@@ -1,5 +1,8 @@
 """What the tests and the benches share for running a child ``dsh`` and checking what it leaves.
 
+A new front-door test runs dsh in-process first (``tests/harness.py``); a child process is for
+what only a process shows (signals, a terminal, a crash, memory).
+
 No pytest here: the bench scripts (``python bench/<name>.py``, with the repository root put on
 ``sys.path``) import this module as well as the test suite does.
 
@@ -10,7 +13,9 @@ No pytest here: the bench scripts (``python bench/<name>.py``, with the reposito
   a key must find it (blocked reading its input; at a prompt in raw mode), never for a time;
   :func:`wait_until`: for any other condition that comes true asynchronously.
 - :func:`scan_log`, :func:`log_problems`: an independent reader of session logs (not
-  ``dsh_core.session``: the checks do not trust the code they check).
+  ``dsh_core.session``: the checks do not trust the code they check); :class:`Run`, what one
+  run of dsh left (a child process's, or an in-process run's from ``tests/harness.py``), with
+  :func:`single_log` and :func:`read_events` to read its log.
 """
 
 from __future__ import annotations
@@ -31,13 +36,16 @@ __all__ = [
     "DSH",
     "HANG_GUARD",
     "LogScan",
+    "Run",
     "TurnRecord",
     "assert_no_canary",
     "child_env",
     "log_problems",
     "proc_status",
+    "read_events",
     "sandbox_python",
     "scan_log",
+    "single_log",
     "wait_blocked_reading",
     "wait_raw_mode",
     "wait_until",
@@ -54,12 +62,16 @@ def child_env(base_url: str, home: Path, **extra: str) -> dict[str, str]:
     """The environment for a child dsh: the canary key, ``base_url``, a private home.
 
     Everything of the developer's that would change what dsh does is left out: ``DSH_*`` and
-    ``DEEPSEEK_*`` settings, proxies, and ``SSL_CERT_*`` trust overrides. ``extra`` comes last.
+    ``DEEPSEEK_*`` settings, proxies, ``SSL_CERT_*`` trust overrides, and the terminal size
+    (``COLUMNS``, ``LINES``: pytest-xdist's workers set 80 x 24, which would override a
+    pseudo-terminal's own size). ``extra`` comes last.
     """
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_")) and "PROXY" not in key.upper()
+        if not key.startswith(("DSH_", "DEEPSEEK_", "SSL_CERT_"))
+        and "PROXY" not in key.upper()
+        and key not in ("COLUMNS", "LINES")
     }
     env.update(
         DEEPSEEK_API_KEY=CANARY_KEY,
@@ -273,6 +285,57 @@ def log_problems(path: Path) -> list[str]:
     turn left open. Empty for a whole log."""
     scan = scan_log(path)
     return scan.problems + scan.unfinished()
+
+
+# What one run of dsh left.
+
+
+@dataclass
+class Run:
+    """What one run of dsh did: its status, its output (bytes and text) and its home."""
+
+    returncode: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    home: Path
+    seconds: float
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", "surrogateescape")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", "surrogateescape")
+
+    @property
+    def raw_stderr(self) -> bytes:
+        return self.stderr_bytes
+
+    def log_path(self) -> Path:
+        return single_log(self.home)
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_events(self.log_path())
+
+    def turn_ends(self) -> list[dict[str, Any]]:
+        """The ``reason`` of every ``turn/end``, in order."""
+        return [e["data"]["reason"] for e in self.events() if e["type"] == "turn/end"]
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [e["data"] for e in self.events() if e["type"] == kind]
+
+
+def single_log(home: Path) -> Path:
+    (log,) = home.rglob("session.jsonl")
+    return log
+
+
+def read_events(log: Path) -> list[dict[str, Any]]:
+    """The events of a log (the header left out), each line parsed strictly."""
+    lines = log.read_bytes().split(b"\n")
+    assert lines[-1] == b"", f"{log} ends without a newline"
+    return [json.loads(line) for line in lines[1:-1]]
 
 
 def sandbox_python() -> str:

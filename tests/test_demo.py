@@ -1,18 +1,21 @@
-"""The offline demo runs the real front door against the bundled stub, with no key."""
+"""The offline demo runs the real front door against the bundled stub, with no key.
+
+On a pipe, ``dsh --demo`` runs in-process (``tests/harness.py``); on a terminal, the installed
+``dsh --demo`` and ``scripts/demo_repl.py`` run as processes on a pseudo-terminal.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dsh_core.testing import ManualClock
 from tests.dsh_stdio.test_agent_terminal import SANDBOX_NOTE, Terminal, spawn_terminal
-
-pytestmark = pytest.mark.slow
+from tests.harness import run_in_process
 
 DEMO = [sys.executable, str(Path(__file__).parent.parent / "scripts" / "demo_repl.py")]
 DSH_DEMO = [str(Path(sys.executable).parent / "dsh"), "--demo"]
@@ -26,15 +29,7 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_demo_on_a_pipe(tmp_path: Path) -> None:
-    result = subprocess.run(
-        DEMO,
-        input="hello\nlimit\n",
-        env=demo_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_in_process(demo_env(tmp_path), "--demo", stdin="hello\nlimit\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         "You said: hello\n"
@@ -46,15 +41,8 @@ def test_demo_on_a_pipe(tmp_path: Path) -> None:
 
 
 def test_demo_down_shows_the_transport_chain(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [*DEMO, "--down"],
-        input="hello\n",
-        env=demo_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    clock = ManualClock(autojump=True)  # four retries: their waits, in no time
+    result = run_in_process(demo_env(tmp_path), "--demo", "--down", stdin="hello\n", clock=clock)
     assert result.returncode == 1
     assert re.fullmatch(
         r"\[turn failed TRANSPORT\] DeepSeek API request to http://127\.0\.0\.1:(\d+) failed: "
@@ -81,6 +69,7 @@ def leave_demo(term: Terminal) -> None:
     assert "dsh -r" not in term.child.before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [DSH_DEMO, DEMO], ids=["dsh --demo", "scripts/demo_repl.py"])
 def test_demo_asks_before_running_a_command(argv: list[str], tmp_path: Path) -> None:
     term = demo_terminal(argv, tmp_path)
@@ -98,6 +87,7 @@ def test_demo_asks_before_running_a_command(argv: list[str], tmp_path: Path) -> 
         term.child.close(force=True)
 
 
+@pytest.mark.slow
 def test_demo_long_deltas(tmp_path: Path) -> None:
     term = demo_terminal([*DSH_DEMO, "--long-deltas", "50"], tmp_path)
     try:

@@ -481,6 +481,7 @@ def test_100_mb_of_output(workspace: Workspace) -> None:
 # --- ending it ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # it waits out a real 5 s timeout: not for the quick set
 def test_a_command_that_never_ends_times_out(bash: BashTool) -> None:
     # TERM ignored: the timeout escalates to SIGKILL. The shell must have set its trap before
     # the timeout: 5 s leaves a loaded machine room to start it.

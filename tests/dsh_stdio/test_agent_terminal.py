@@ -4,6 +4,10 @@ The real ``dsh`` on a pseudo-terminal (pexpect, ``TERM=dumb``) in a working dire
 ``demo.txt``, against the stub server (trigger words, or scripted :class:`ToolCalls`). Every wait
 is for something dsh shows, writes to its session log, or leaves in ``/proc`` and termios; the
 assertions are about outcomes (what was shown, decided, recorded, left running), never times.
+
+Here: what needs the terminal or the process (text typed ahead, Ctrl-C and SIGTERM as signals,
+a running command's processes ended). The answers and what the question shows run in-process
+in ``test_terminal.py``; the helpers below serve the other pexpect tests too.
 """
 
 from __future__ import annotations
@@ -188,73 +192,7 @@ def unique_sleep() -> str:
     return f"1000.{secrets.randbelow(10**9):09d}"
 
 
-# -- the answers ----------------------------------------------------------------------------------
-
-
-def test_yes_runs_the_command(term: Terminal) -> None:
-    term.send_turn("toolbash")
-    term.child.expect(rf"\[tool bash\] \$ ls -la{SANDBOX_NOTE}\r\n")
-    term.expect_question("bash", "$ ls -la")
-    term.keys("y\r")
-    term.child.expect(r"\[tool bash exit 0\] \d+ lines\r\n")
-    term.child.expect_exact("Tool results: [bash] total")
-    assert term.leave() == 0
-    assert term.decisions() == ["allowed"]
-    assert term.turn_ends() == [{"kind": "completed"}]
-    assert [data["name"] for data in term.events("tool/call")] == ["bash"]
-
-
-def test_no_refuses_and_the_turn_goes_on(term: Terminal) -> None:
-    term.send_turn("toolbash")
-    term.expect_question("bash", "$ ls -la")
-    term.keys("n\r")
-    term.child.expect_exact('[tool refused bash] the user rejected tool "bash"\r\n')
-    term.child.expect_exact('Tool results: [bash] Error: the user rejected tool "bash"')
-    assert term.leave() == 0
-    assert term.decisions() == ["rejected"]
-    assert term.events("tool/call") == []  # it never ran
-    assert term.turn_ends() == [{"kind": "completed"}]
-
-
-def test_always_lasts_for_the_session_and_not_after_new(term: Terminal) -> None:
-    term.send_turn("toolbash")
-    term.expect_question("bash", "$ ls -la")
-    term.keys("a\r")
-    term.child.expect(r"\[tool bash exit 0\] \d+ lines")
-    term.send_turn("toolbash again")
-    term.child.expect(rf"\[tool bash\] \$ ls -la{SANDBOX_NOTE}\r\n")
-    asked = term.child.expect([r"Allow bash\?", r"\[tool bash exit 0\] \d+ lines"])
-    assert asked == 1, "asked again after [a]lways"
-    term.send_turn("/session")
-    term.child.expect(r"session +(\S+)\r\n")
-    first = term.child.match.group(1)
-    term.send_turn("/new")
-    term.child.expect(r"new session (\S+)\r\n")
-    second = term.child.match.group(1)
-    term.send_turn("toolbash in a new session")
-    term.expect_question("bash", "$ ls -la")
-    term.keys("n\r")
-    term.child.expect_exact("[tool refused bash]")
-    assert term.leave() == 0
-    assert set(term.logs()) == {first, second}
-    assert term.decisions(first) == ["allowed-always", "allowed-always"]
-    assert term.decisions(second) == ["rejected"]
-
-
-def test_enter_and_ctrl_d_answer_no(term: Terminal) -> None:
-    term.send_turn("toolbash")
-    term.expect_question("bash", "$ ls -la")
-    term.keys("\r")  # the default
-    term.child.expect_exact("[tool refused bash]")
-    term.send_turn("toolbash")
-    term.expect_question("bash", "$ ls -la")
-    term.keys("\x04")  # Ctrl-D: no, and dsh stays
-    term.child.expect_exact("[tool refused bash]")
-    term.send_turn("still here")
-    term.child.expect_exact("You said: still here")
-    assert term.leave() == 0
-    assert term.decisions() == ["rejected", "rejected"]
-    assert [end["kind"] for end in term.turn_ends()] == ["completed"] * 3
+# -- what only a real terminal shows ------------------------------------------------------------
 
 
 def test_typed_ahead_text_does_not_answer_the_question(
@@ -386,58 +324,3 @@ def test_ctrl_c_escalates_to_sigkill_for_a_command_that_ignores_signals(
     )
     assert "ready" in result["content"]
     assert term.turn_ends()[0] == {"kind": "aborted", "reason": "user"}
-
-
-# -- what the question shows --------------------------------------------------------------------
-
-
-def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
-    term: Terminal, stub: StubServer
-) -> None:
-    stub.enqueue(bash("echo \x1b[31mred\x07"))
-    term.send_turn("colour")
-    term.child.expect(rf"\[tool bash\] \$ echo \^\[\[31mred\^G{SANDBOX_NOTE}\r\n")
-    term.expect_question("bash", "$ echo ^[[31mred^G")
-    term.keys("y\r")
-    term.child.expect_exact("[tool bash exit 0] 1 line\r\n")
-    term.child.expect_exact("Tool results: [bash] ^[[31mred")  # the output, inert too
-
-    stub.enqueue(bash("echo one\necho two\necho three"))
-    term.send_turn("lines")
-    term.child.expect(rf"\[tool bash\] \$ echo one\r\n  echo two\r\n  echo three{SANDBOX_NOTE}\r\n")
-    term.child.expect_exact("$ echo one\r\n  echo two\r\n  echo three\r\n")  # whole, before asking
-    term.expect_question("bash", "the 3 lines above")
-    term.keys("n\r")
-    term.child.expect_exact("[tool refused bash]")
-    assert term.leave() == 0
-    screen = term.screen.getvalue()
-    assert "\x1b[31m" not in screen
-    assert "\x07" not in screen
-
-
-def test_edit_shows_a_diff_and_reading_outside_asks(
-    term: Terminal, stub: StubServer, workdir: Path, tmp_path: Path
-) -> None:
-    term.send_turn("tooledit")
-    term.child.expect_exact("[tool read done] 2 lines\r\n")  # inside: no question
-    term.child.expect_exact("[tool edit] demo.txt\r\n")
-    term.child.expect_exact(
-        "--- a/demo.txt\r\n+++ b/demo.txt\r\n@@ -1,2 +1,2 @@\r\n"
-        "-Hello from the dsh demo.\r\n+Hello again from the dsh demo.\r\n"
-    )
-    term.expect_question("edit", "demo.txt")
-    term.keys("y\r")
-    term.child.expect_exact("[tool edit done]")
-    term.child.expect_exact("Tool results:")
-    assert (workdir / "demo.txt").read_text().startswith("Hello again from the dsh demo.\n")
-
-    outside = tmp_path / "outside.txt"
-    outside.write_text("out of bounds\n")
-    stub.enqueue(ToolCalls((("read", json.dumps({"file_path": str(outside)})),)))
-    term.send_turn("look around")
-    term.expect_question("read", str(outside), "(outside the working directory)", once=True)
-    term.keys("y\r")
-    term.child.expect_exact("[tool read done] 1 line\r\n")
-    term.child.expect_exact("Tool results: [read]")
-    assert term.leave() == 0
-    assert term.decisions() == ["allowed", "allowed"]  # the read inside needed none

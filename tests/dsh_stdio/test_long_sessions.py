@@ -1,6 +1,7 @@
-"""Long sessions on the real ``dsh`` process (SPEC 11), against a stub server of its own.
+"""Long sessions end to end (SPEC 11), against a stub server of its own.
 
-What only the whole process shows: a 600 KB conversation on the default model is sent, a
+The whole front door (in-process, ``tests/harness.py``, or the real process where a SIGKILL or
+a terminal is the point): a 600 KB conversation on the default model is sent, a
 60-turn session under a small window compacts on its own and every request it sends keeps
 DeepSeek's history rules and the prompt-cache prefix (checked on the raw bodies), the
 context-window 400 compacts once and retries, and a SIGKILL while a compaction is under way
@@ -25,7 +26,8 @@ import pytest
 
 from dsh_core.history import CHECKPOINT_HEADING
 from dsh_core.testing import Answer, Held, StubServer, validate_request
-from tests.support import DSH, assert_no_canary, child_env, scan_log, wait_until
+from tests.harness import run_in_process
+from tests.support import DSH, Run, assert_no_canary, child_env, scan_log, wait_until
 
 if TYPE_CHECKING:
     from tests.dsh_stdio.test_agent_terminal import Terminal
@@ -65,12 +67,10 @@ def env(stub: StubServer, home: Path) -> dict[str, str]:
     return child_env(stub.url, home)
 
 
-def run_dsh(
-    env: dict[str, str], cwd: Path, *args: str, stdin: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*DSH, *args], input=stdin, cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG
-    )
+def run_dsh(env: dict[str, str], cwd: Path, *args: str, stdin: str) -> Run:
+    """dsh to its end on ``stdin``, in-process (``tests/harness.py``): what a long session
+    sends and stores needs no process of its own; the SIGKILL below does."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
 
 
 def events(home: Path) -> list[dict[str, Any]]:

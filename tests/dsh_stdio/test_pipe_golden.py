@@ -1,4 +1,6 @@
-"""Pipe mode golden test: one input with a line for each outcome, run through the real dsh.
+"""Pipe mode golden test: one input with a line for each outcome, run through dsh's ``main``
+in-process (``tests/harness.py``: the same reading of the input, the same writing of stdout and
+stderr as on pipes), its retry waits on a clock that jumps.
 
 Regenerate the expected files after an intended change with
 ``DSH_REGENERATE=1 python -m pytest tests/dsh_stdio/test_pipe_golden.py`` and review the diff.
@@ -8,15 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
-import pytest
-
-from dsh_core.testing import StubServer
-from tests.support import DSH, assert_no_canary
-
-pytestmark = pytest.mark.slow
+from dsh_core.testing import ManualClock, StubServer
+from tests.harness import run_in_process
+from tests.support import assert_no_canary
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -61,11 +59,9 @@ def check(name: str, actual: str) -> None:
 
 
 def test_pipe_transcript(dsh_env: dict[str, str], home: Path, stub: StubServer) -> None:
-    result = subprocess.run(
-        DSH, input=INPUT, env=dsh_env, capture_output=True, timeout=120, check=False
-    )
-    stdout = result.stdout.decode("utf-8")
-    stderr = result.stderr.decode("utf-8")
+    result = run_in_process(dsh_env, stdin=INPUT, clock=ManualClock(autojump=True))
+    stdout = result.stdout_bytes.decode("utf-8")
+    stderr = result.stderr_bytes.decode("utf-8")
     assert result.returncode == 1, stderr
     check("pipe.stdout", normalise(stdout, stub.url))
     check("pipe.stderr", normalise(stderr, stub.url))

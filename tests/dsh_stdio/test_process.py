@@ -1,4 +1,8 @@
-"""The real ``dsh`` process on real pipes: startup failures, one-shot, signals, resume."""
+"""The real ``dsh`` process on real pipes: signals, a resume after SIGKILL, closed streams.
+
+Startup failures, one-shot mode and resuming need no process: ``test_main.py`` runs them
+in-process.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import StubServer, closed_port
 from tests.support import DSH, assert_no_canary, wait_blocked_reading
 
 pytestmark = pytest.mark.slow
@@ -38,92 +41,6 @@ def session_events(home: Path) -> list[dict[str, object]]:
 
 def turn_ends(home: Path) -> list[dict[str, object]]:
     return [e["data"] for e in session_events(home) if e["type"] == "turn/end"]  # type: ignore[misc]
-
-
-# Startup failures: one line on stderr, exit 2, nothing on stdout.
-
-
-def test_no_key(dsh_env: dict[str, str]) -> None:
-    del dsh_env["DEEPSEEK_API_KEY"]
-    dsh_env["DEEPSEEK_BASE_URL"] = "https://api.deepseek.invalid"  # loopback needs no key
-    result = run(dsh_env, stdin=b"hello\n")
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert result.stderr == (
-        "dsh: startup failed: DEEPSEEK_API_KEY is not set: export your DeepSeek API key, "
-        "or try the offline demo: dsh --demo\n"
-    )
-
-
-def test_bad_flag_value(dsh_env: dict[str, str]) -> None:
-    result = run(dsh_env, "--max-tokens", "lots")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == (
-        "dsh: startup failed: --max-tokens must be a positive integer, not 'lots'\n"
-    )
-
-
-def test_unknown_flag(dsh_env: dict[str, str]) -> None:
-    result = run(dsh_env, "--frobnicate")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("dsh: startup failed: unrecognized arguments: --frobnicate")
-    assert result.stderr.count("\n") == 1
-
-
-def test_unusable_home(dsh_env: dict[str, str], tmp_path: Path) -> None:
-    not_a_dir = tmp_path / "file"
-    not_a_dir.write_text("")
-    result = run(dsh_env, "--home", str(not_a_dir), stdin=b"hello\n")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("dsh: startup failed: ")
-    assert "Not a directory" in result.stderr
-    assert result.stderr.count("\n") == 1
-
-
-def test_unknown_session(dsh_env: dict[str, str]) -> None:
-    result = run(dsh_env, "--resume", "no-such-session", stdin=b"hello\n")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("dsh: startup failed: ")
-    assert "no-such-session" in result.stderr
-
-
-def test_refused_session_log(dsh_env: dict[str, str], home: Path) -> None:
-    assert run(dsh_env, stdin=b"one\ntwo\n").returncode == 0
-    (log,) = home.rglob("session.jsonl")
-    lines = log.read_bytes().splitlines(keepends=True)
-    lines[3] = b"{not json\n"
-    log.write_bytes(b"".join(lines))
-    before = log.read_bytes()
-    result = run(dsh_env, "--continue", stdin=b"three\n")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("dsh: startup failed: ")
-    assert f"{log} is damaged at line 4" in result.stderr
-    assert log.read_bytes() == before  # refused, not rewritten
-
-
-# One-shot mode.
-
-
-def test_one_shot_appends_piped_stdin(dsh_env: dict[str, str], stub: StubServer) -> None:
-    result = run(dsh_env, "review", "this", stdin=b"diff --git a b\n+line\n")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "You said: review this\n\ndiff --git a b\n+line\n"
-    assert stub.requests[-1]["messages"][-1]["content"] == (
-        "review this\n\ndiff --git a b\n+line\n"
-    )
-
-
-def test_one_shot_failure_exit_status(dsh_env: dict[str, str]) -> None:
-    dsh_env["DEEPSEEK_BASE_URL"] = f"http://127.0.0.1:{(port := closed_port())}"
-    result = run(dsh_env, "hello")
-    assert result.returncode == 1
-    assert result.stdout == (
-        f"[turn failed TRANSPORT] DeepSeek API request to http://127.0.0.1:{port} failed: "
-        "All connection attempts failed: [Errno 111] Connect call failed "
-        f"('127.0.0.1', {port}) (next: check --base-url, the network and HTTPS_PROXY, "
-        "then try again)\n"
-    )
-    assert "Traceback" not in result.stderr
 
 
 # Signals: the running turn is recorded, the exit status says which signal.
@@ -210,13 +127,6 @@ def test_continue_reports_a_turn_left_open_by_a_killed_process(
     assert_no_canary(home, result.stdout, result.stderr)
 
 
-def test_continue_without_a_session_starts_one(dsh_env: dict[str, str]) -> None:
-    result = run(dsh_env, "--continue", stdin=b"hi\n")
-    assert result.returncode == 0
-    assert result.stdout == "You said: hi\n"
-    assert "no session yet" in result.stderr
-
-
 def test_one_shot_sigint_while_piped_stdin_stays_open(dsh_env: dict[str, str]) -> None:
     """The question waits for piped stdin to end; Ctrl-C meanwhile ends dsh at once."""
     proc = subprocess.Popen(
@@ -239,15 +149,6 @@ def test_one_shot_sigint_while_piped_stdin_stays_open(dsh_env: dict[str, str]) -
     assert b"Traceback" not in err
 
 
-def test_one_shot_oversized_piped_stdin_is_rejected(dsh_env: dict[str, str]) -> None:
-    result = run(dsh_env, "review", stdin=b"x" * (300 * 1024))
-    assert result.returncode == 1
-    assert result.stdout == (
-        "[turn rejected] the message is 300.1 KiB, over the limit of 256 KiB per message: "
-        "shorten it, or send it in parts\n"
-    )
-
-
 def test_the_interrupted_line_is_printed_by_the_resume_that_found_it(
     dsh_env: dict[str, str],
 ) -> None:
@@ -259,15 +160,6 @@ def test_the_interrupted_line_is_printed_by_the_resume_that_found_it(
     again = run(dsh_env, "--continue")
     assert again.stdout == ""  # already reported and closed; nothing new happened
     assert again.returncode == 0
-
-
-def test_show_reasoning_goes_to_stderr_set_apart(dsh_env: dict[str, str]) -> None:
-    result = run(dsh_env, "--show-reasoning", stdin=b"think about it\n")
-    assert result.returncode == 0
-    assert result.stdout == "The answer, after some thought: 42.\n"
-    assert result.stderr.startswith(
-        "The user wants an answer. Let me think step by step... 6 x 7 = 42.\ndsh: tokens in "
-    )
 
 
 # Closed or failing standard streams: a clear line, never a traceback.
@@ -343,12 +235,3 @@ def test_demo_on_a_pipe_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         stream.close()
     assert b"Fatal Python error" not in err and b"Traceback" not in err
-
-
-def test_a_run_without_turns_leaves_no_session_behind(dsh_env: dict[str, str], home: Path) -> None:
-    assert run(dsh_env, stdin=b"remember this\n").returncode == 0
-    assert run(dsh_env, stdin=b"").returncode == 0  # started and left without a turn
-    assert len(list(home.rglob("session.jsonl"))) == 1
-    result = run(dsh_env, "--continue", stdin=b"and this\n")
-    assert result.stdout == "You said: and this\n"
-    assert [e["type"] for e in session_events(home)].count("user/message") == 2

@@ -1,7 +1,9 @@
-"""The sandbox on the real ``dsh`` process: escapes tried by a scripted model (issue 13).
+"""The sandbox around ``dsh``'s commands: escapes tried by a scripted model (issue 13).
 
-Each test runs :data:`tests.support.DSH` on pipes (or on a pty, where a terminal matters)
-against a stub server of its own, whose scripted :class:`ToolCalls` ask for ``bash`` commands
+Each test runs dsh on a pipe (in-process, ``tests/harness.py``: the commands it starts under
+bubblewrap are real processes either way), or the real :data:`tests.support.DSH` where the
+process is the point (a SIGKILL of dsh) or on a pty where a terminal matters, against a stub
+server of its own, whose scripted :class:`ToolCalls` ask for ``bash`` commands
 that try to get out: writes outside the working directory, a connection to a loopback server
 the test started, processes that outlive the command or dsh itself, input pushed into the
 terminal. Each checks three things: the sandbox held (the effect is not on the host), the result
@@ -41,22 +43,28 @@ import pytest
 from dsh_core.testing import StubServer, ToolCalls
 from dsh_core.tools.sandbox import probe_bwrap
 from dsh_core.tools.shell import LEAVING_NOTE
+from tests import support
 from tests.dsh_core.test_tools_sandbox import processes_with, removed, wait_processes_gone
 from tests.dsh_stdio.test_agent_pipe import (
-    Run,
     assert_log_whole,
     assert_requests_valid,
     data_of,
     has_event,
-    run_dsh,
     start_dsh,
     unique_seconds,
     wait_for_event,
 )
 from tests.dsh_stdio.test_agent_terminal import PROMPT, Terminal, spawn_terminal
+from tests.harness import run_in_process
 from tests.support import DSH, HANG_GUARD, child_env, sandbox_python, wait_until
 
 __all__: list[str] = []
+
+
+def run_dsh(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> support.Run:
+    """dsh to its end in ``cwd`` with ``stdin`` as its input, as on a pipe (in-process)."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
+
 
 pytestmark = pytest.mark.slow
 
@@ -183,7 +191,7 @@ def tool_results(dsh_home: Path) -> list[dict[str, Any]]:
     return data_of(assert_log_whole(dsh_home), "tool/result")
 
 
-def assert_went_on(result: Run) -> None:
+def assert_went_on(result: support.Run) -> None:
     """The session answered the line after the turn under test, and ended well."""
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith(f"You said: {NEXT}\n"), result.stdout
@@ -618,7 +626,7 @@ def test_auto_without_bwrap_runs_unsandboxed_and_says_so_once(
 def test_dsh_sandbox_off_equals_the_flag_and_a_bad_value_fails(
     env: dict[str, str], stub: StubServer, base: Path, work: Path, tmp_path: Path, bare_path: str
 ) -> None:
-    runs: dict[str, Run] = {}
+    runs: dict[str, support.Run] = {}
     ways: dict[str, tuple[list[str], dict[str, str]]] = {
         "flag": (["--sandbox", "off"], {}),
         "variable": ([], {"DSH_SANDBOX": "off"}),

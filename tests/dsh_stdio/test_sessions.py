@@ -48,7 +48,8 @@ from dsh_stdio.sessions import (
     session_id,
     show_session,
 )
-from tests.support import DSH, child_env
+from tests.harness import run_in_process
+from tests.support import DSH, Run, child_env
 
 START = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
 HERE = Path("/home/ann/src/project")
@@ -487,6 +488,11 @@ def run_dsh(
     )
 
 
+def cli(env: dict[str, str], cwd: Path, *args: str, stdin: bytes) -> Run:
+    """dsh's command line in-process (``tests/harness.py``), on the input a pipe would carry."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
+
+
 def wait_for(condition: object, what: str) -> None:
     assert callable(condition)
     deadline = time.monotonic() + 30  # generous: a bound for a hang, not a timing assertion
@@ -619,42 +625,42 @@ def test_show_without_user_and_tool_lines_is_the_pipe_runs_stdout(
     assert json.loads(log.read_bytes().splitlines()[-1])["type"] == "turn/end"
 
 
-@pytest.mark.slow
 def test_the_real_cli_lists_and_shows(stub: StubServer, tmp_path: Path) -> None:
+    """The command line (main, in-process) lists and shows, reading without writing."""
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     work = Path(os.path.realpath(work))
     env = child_env(stub.url, home)
-    first = run_dsh(env, work, stdin=b"hello\ncut\n" + b"x" * (300 * 1024) + b"\nbye\n")
+    first = cli(env, work, stdin=b"hello\ncut\n" + b"x" * (300 * 1024) + b"\nbye\n")
     assert first.returncode == 1
     before = snapshot(home)
-    shown = run_dsh(env, work, "--show", "last", stdin=b"")
+    shown = cli(env, work, "--show", "last", stdin=b"")
     assert shown.returncode == 0, shown.stderr
-    assert shown.stderr == b""
-    assert without_user_and_tool_lines(shown.stdout.decode()).encode() == first.stdout
-    listed = run_dsh(env, work, "--sessions", stdin=b"")
+    assert shown.stderr_bytes == b""
+    assert without_user_and_tool_lines(shown.stdout).encode() == first.stdout_bytes
+    listed = cli(env, work, "--sessions", stdin=b"")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.decode().count("\n") == 2  # the header and the one session
-    assert b"4 turns  completed  hello" in listed.stdout
+    assert listed.stdout.count("\n") == 2  # the header and the one session
+    assert b"4 turns  completed  hello" in listed.stdout_bytes
     no_key = {k: v for k, v in env.items() if k != "DEEPSEEK_API_KEY"}
-    assert run_dsh(no_key, work, "--sessions", stdin=b"").returncode == 0  # needs no key
+    assert cli(no_key, work, "--sessions", stdin=b"").returncode == 0  # needs no key
     for bad, says in [
         ("nope", b"no session 'nope' in "),
         (str(next(home.rglob("session.jsonl"))), b"is a path; --show takes a session id: "),
     ]:
-        refused = run_dsh(env, work, "--show", bad, stdin=b"")
-        assert (refused.returncode, refused.stdout) == (2, b""), refused.stderr
-        assert refused.stderr.startswith(b"dsh: startup failed: ")
-        assert says in refused.stderr and refused.stderr.count(b"\n") == 1
+        refused = cli(env, work, "--show", bad, stdin=b"")
+        assert (refused.returncode, refused.stdout_bytes) == (2, b""), refused.stderr
+        assert refused.stderr_bytes.startswith(b"dsh: startup failed: ")
+        assert says in refused.stderr_bytes and refused.stderr_bytes.count(b"\n") == 1
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    empty = run_dsh(env, elsewhere, "--sessions", stdin=b"")
-    assert (empty.returncode, empty.stdout) == (0, b"")
-    assert empty.stderr.startswith(b"dsh: no sessions yet for ")
-    assert run_dsh(env, elsewhere, "--show", "last", stdin=b"").returncode == 2
+    empty = cli(env, elsewhere, "--sessions", stdin=b"")
+    assert (empty.returncode, empty.stdout_bytes) == (0, b"")
+    assert empty.stderr_bytes.startswith(b"dsh: no sessions yet for ")
+    assert cli(env, elsewhere, "--show", "last", stdin=b"").returncode == 2
     assert snapshot(home) == before
     # --continue afterwards picks the same session, which was not touched.
-    again = run_dsh(env, work, "--continue", stdin=b"once more\n")
+    again = cli(env, work, "--continue", stdin=b"once more\n")
     assert again.returncode == 0, again.stderr
     assert len(list(home.rglob("session.jsonl"))) == 1
 

@@ -8,20 +8,27 @@ session log (when there is one) whole: gapless ``seq``, every turn closed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import pytest
 
 from dsh_core.testing import StubServer
-from tests.support import DSH, assert_no_canary, child_env, log_problems, proc_status
+from tests.support import (
+    DSH,
+    Run,
+    assert_no_canary,
+    child_env,
+    log_problems,
+    proc_status,
+    read_events,
+    single_log,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,41 +38,6 @@ OVERSIZED_OUTCOME = (
     "[turn rejected] the message is 300 KiB, over the limit of 256 KiB per message: "
     "shorten it, or send it in parts"
 )
-
-LOG_SHIM = "sitecustomize.py"
-"""Written into a directory on the child's PYTHONPATH by :func:`log_capture`."""
-
-
-@dataclass
-class Run:
-    """What one dsh process did: its status, its output (bytes and text) and its home."""
-
-    returncode: int
-    stdout_bytes: bytes
-    stderr_bytes: bytes
-    home: Path
-    seconds: float
-
-    @property
-    def stdout(self) -> str:
-        return self.stdout_bytes.decode("utf-8", "surrogateescape")
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_bytes.decode("utf-8", "surrogateescape")
-
-    def log_path(self) -> Path:
-        return single_log(self.home)
-
-    def events(self) -> list[dict[str, Any]]:
-        return read_events(self.log_path())
-
-    def turn_ends(self) -> list[dict[str, Any]]:
-        """The ``reason`` of every ``turn/end``, in order."""
-        return [e["data"]["reason"] for e in self.events() if e["type"] == "turn/end"]
-
-    def of_type(self, kind: str) -> list[dict[str, Any]]:
-        return [e["data"] for e in self.events() if e["type"] == kind]
 
 
 def run_dsh(
@@ -176,18 +148,6 @@ class Live:
                 pipe.close()
 
 
-def single_log(home: Path) -> Path:
-    (log,) = home.rglob("session.jsonl")
-    return log
-
-
-def read_events(log: Path) -> list[dict[str, Any]]:
-    """The events of a log (the header left out), each line parsed strictly."""
-    lines = log.read_bytes().split(b"\n")
-    assert lines[-1] == b"", f"{log} ends without a newline"
-    return [json.loads(line) for line in lines[1:-1]]
-
-
 def assert_log_whole(log: Path) -> None:
     """Gapless seq, turns numbered from 1, each closed before the next opens, none left open;
     the header good, every line whole JSON, every event inside its turn (see ``scan_log``)."""
@@ -230,24 +190,6 @@ def home(tmp_path: Path) -> Path:
 def env(stub: StubServer, home: Path) -> dict[str, str]:
     """The environment for a child dsh talking to the shared stub."""
     return child_env(stub.url, home)
-
-
-@pytest.fixture
-def log_capture(tmp_path: Path) -> tuple[Path, Path]:
-    """A PYTHONPATH directory whose sitecustomize sends every log record to a file.
-
-    It adds a handler at DEBUG and changes nothing else: the records dsh and its libraries
-    emit become visible to the test. Returns (directory for PYTHONPATH, log file).
-    """
-    shim = tmp_path / "log-shim"
-    shim.mkdir()
-    records = tmp_path / "records.log"
-    (shim / LOG_SHIM).write_text(
-        "import logging, os\n"
-        "logging.basicConfig(filename=os.environ['DSH_TEST_LOG_FILE'], level=logging.DEBUG,\n"
-        "                    format='%(name)s %(levelname)s %(message)s')\n"
-    )
-    return shim, records
 
 
 __all__ = [

@@ -1,11 +1,13 @@
 """The fault matrix: every failure SPEC section 5 names, and the faults around HTTP, end to end.
 
-Each case runs the real dsh on a pipe with two input lines: the one that meets the fault and
-the next one. It checks the exact outcome line (a precise pattern where the OS or a library
-words it), the exit status, the ``turn/end`` the log stores, no traceback, and that the next
-line is still served. Faults that are retried until the retries run out are slow (the real
-backoff: 0.5 s base, full jitter, 4 retries, about 3.75 s on average), so they run as parallel
-processes from one fixture; everything else is not retried, or retried once.
+Each case runs dsh on a pipe with two input lines: the one that meets the fault and the next
+one. It checks the exact outcome line (a precise pattern where the OS or a library words it),
+the exit status, the ``turn/end`` the log stores, no traceback, and that the next line is still
+served. The front door runs in-process (``tests/harness.py``: ``main`` on in-memory streams,
+real sockets to real servers), its retry waits on a ``ManualClock`` that jumps, so the real
+backoff schedule (0.5 s base, full jitter, 4 retries) costs no time. What needs the process
+runs the real dsh: a signal that ends a turn that cannot end by itself. What waits in real time
+on purpose (``DSH_TIMEOUT`` running out) is marked slow with them.
 
 Not here, and why: a read timeout or an idle stream ending as ``TIMEOUT``. The defaults are 60 s
 for the response headers and 120 s between events, not configurable from the front door, so a
@@ -18,12 +20,8 @@ from __future__ import annotations
 import re
 import signal
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +38,7 @@ from dsh_core.testing import (
     InBandError,
     KeepAlives,
     Malformed,
+    ManualClock,
     RawStream,
     Stall,
     StubServer,
@@ -47,6 +46,7 @@ from dsh_core.testing import (
     closed_port,
 )
 from tests.conftest import CANARY_KEY
+from tests.harness import SkippingClock, run_in_process
 from tests.reliability.conftest import (
     OVERSIZED_LINE,
     OVERSIZED_OUTCOME,
@@ -54,7 +54,6 @@ from tests.reliability.conftest import (
     Run,
     assert_sane,
     child_env,
-    run_dsh,
 )
 from tests.reliability.faults import (
     FaultServer,
@@ -69,11 +68,14 @@ from tests.reliability.faults import (
 )
 from tests.support import wait_until
 
-pytestmark = pytest.mark.slow
-
 TWO_LINES = b"the fault\nthe next line\n"
 PROXY_SECRET = "proxy-secret-4f1d"
 """A password in a proxy URL: it must not be shown anywhere."""
+
+
+def dsh(env: dict[str, str], *, stdin: bytes) -> Run:
+    """dsh in-process on ``stdin``; its retry waits on a clock that jumps (no time passes)."""
+    return run_in_process(env, stdin=stdin, clock=ManualClock(autojump=True))
 
 
 def retry_notices(stderr: str) -> list[str]:
@@ -295,7 +297,7 @@ STUB_CASES = [
 @pytest.mark.parametrize("case", STUB_CASES, ids=lambda case: case.id)
 def test_stub_fault(case: StubCase, stub: StubServer, home: Path) -> None:
     stub.enqueue(case.behaviour)
-    run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
+    run = dsh(child_env(stub.url, home), stdin=TWO_LINES)
     message = case.message.replace("{url}", stub.url)
     line = f"[turn failed {case.code}] {message}{next_step(case.code, case.status)}"
     shown = f"{case.shown}\n" if case.shown else ""
@@ -360,7 +362,7 @@ SERVER_CASES = [
 @pytest.mark.parametrize("case", SERVER_CASES, ids=lambda case: case.id)
 def test_framing_fault(case: ServerCase, home: Path) -> None:
     with FaultServer(case.handler) as server:
-        run = run_dsh(child_env(server.url, home), stdin=TWO_LINES)
+        run = dsh(child_env(server.url, home), stdin=TWO_LINES)
         connections = server.connections
     pattern = case.pattern.format(url=re.escape(server.url)) + re.escape(next_step("TRANSPORT"))
     lines = run.stdout.splitlines()
@@ -385,7 +387,7 @@ def test_certificate_not_trusted_is_not_retried(home: Path, tmp_path: Path) -> N
         pytest.skip("no openssl to make a certificate with")
     with FaultServer(hang, tls=context) as server:
         base = f"https://127.0.0.1:{server.port}"
-        run = run_dsh(child_env(base, home), stdin=TWO_LINES)
+        run = dsh(child_env(base, home), stdin=TWO_LINES)
         connections = server.connections
     pattern = (
         re.escape(f"[turn failed TRANSPORT] DeepSeek API request to {base} failed: ")
@@ -403,7 +405,7 @@ def test_certificate_not_trusted_is_not_retried(home: Path, tmp_path: Path) -> N
 
 def test_key_that_cannot_be_a_header(stub: StubServer, home: Path) -> None:
     env = child_env(stub.url, home, DEEPSEEK_API_KEY=f"{CANARY_KEY} pasted twice")
-    run = run_dsh(env, stdin=TWO_LINES)
+    run = dsh(env, stdin=TWO_LINES)
     # A key that can never be sent is a startup failure: one line, exit 2, no session.
     assert run.stderr == (
         "dsh: startup failed: The DeepSeek API key contains spaces or characters "
@@ -472,7 +474,7 @@ RETRY_CASES = [
 @pytest.mark.parametrize("case", RETRY_CASES, ids=lambda case: case.id)
 def test_retried_once_then_answered(case: RetryCase, stub: StubServer, home: Path) -> None:
     stub.enqueue(case.behaviour)
-    run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
+    run = dsh(child_env(stub.url, home), stdin=TWO_LINES)
     message = case.message.replace("{url}", stub.url)
     assert run.stdout == "You said: the fault\nYou said: the next line\n"
     assert run.returncode == 0
@@ -495,14 +497,14 @@ def test_retried_once_then_answered(case: RetryCase, stub: StubServer, home: Pat
 
 def test_keep_alive_comments_are_not_a_fault(stub: StubServer, home: Path) -> None:
     stub.enqueue(KeepAlives(4, 0.05, Answer("Thanks for waiting.")))
-    run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
+    run = dsh(child_env(stub.url, home), stdin=TWO_LINES)
     assert run.stdout == "Thanks for waiting.\nYou said: the next line\n"
     assert run.returncode == 0
     assert run.turn_ends() == [{"kind": "completed"}, {"kind": "completed"}]
     assert_sane(run)
 
 
-# Retried until the retries run out: run side by side, each a few seconds of real backoff.
+# Retried until the retries run out: the whole backoff schedule, on a clock that jumps.
 
 
 @dataclass
@@ -516,43 +518,31 @@ class Exhausted:
 
 
 def _exhausted_runs(tmp: Path) -> dict[str, Exhausted]:
-    with ExitStack() as stack:
-        refused_proxy = closed_port()
-        empty = stack.enter_context(StubServer())
+    with StubServer() as empty:
         empty.enqueue(*[Empty()] * 5)
+        refused_proxy = closed_port()
         unreached = f"http://127.0.0.1:{closed_port()}"
-        plans: dict[str, tuple[str, dict[str, str], bytes]] = {
-            "proxy-refuses": (
-                unreached,
-                {"HTTP_PROXY": f"http://127.0.0.1:{refused_proxy}"},
-                b"the fault\n" + OVERSIZED_LINE,
-            ),
-            "empty": (empty.url, {}, TWO_LINES),
-        }
-        futures: dict[str, Future[Run]] = {}
-        with ThreadPoolExecutor(len(plans)) as pool:
-            for name, (base, extra, stdin) in plans.items():
-                env = child_env(base, tmp / name, **extra)
-                futures[name] = pool.submit(run_dsh, env, stdin=stdin, timeout=90)
-        counts = {
-            "proxy-refuses": 0,
-            "empty": len(empty.requests),
-        }
-        details = {"proxy-refuses": str(refused_proxy)}
+        proxied = child_env(
+            unreached, tmp / "proxy-refuses", HTTP_PROXY=f"http://127.0.0.1:{refused_proxy}"
+        )
         return {
-            name: Exhausted(
-                futures[name].result(), plans[name][0], counts[name], details.get(name, "")
-            )
-            for name in plans
+            "proxy-refuses": Exhausted(
+                dsh(proxied, stdin=b"the fault\n" + OVERSIZED_LINE),
+                unreached,
+                0,
+                str(refused_proxy),
+            ),
+            "empty": Exhausted(
+                dsh(child_env(empty.url, tmp / "empty"), stdin=TWO_LINES),
+                empty.url,
+                len(empty.requests),
+            ),
         }
 
 
 @pytest.fixture(scope="module")
 def exhausted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exhausted]:
-    started = time.monotonic()
-    runs = _exhausted_runs(tmp_path_factory.mktemp("exhausted"))
-    print(f"retried-to-exhaustion runs, side by side: {time.monotonic() - started:.1f} s")
-    return runs
+    return _exhausted_runs(tmp_path_factory.mktemp("exhausted"))
 
 
 EXHAUSTED_PATTERNS = {
@@ -603,6 +593,7 @@ def test_retried_until_the_retries_run_out(name: str, exhausted: dict[str, Exhau
 SIGNALS = [(signal.SIGINT, 130, "user"), (signal.SIGTERM, 143, "shutdown")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "status", "reason"), SIGNALS, ids=["SIGINT", "SIGTERM"])
 def test_server_that_never_answers(sig: int, status: int, reason: str, home: Path) -> None:
     asked = threading.Event()
@@ -629,6 +620,7 @@ def test_server_that_never_answers(sig: int, status: int, reason: str, home: Pat
     assert_sane(run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "status", "reason"), SIGNALS, ids=["SIGINT", "SIGTERM"])
 def test_stream_that_stalls_after_some_text(
     sig: int, status: int, reason: str, stub: StubServer, home: Path
@@ -653,12 +645,14 @@ def test_stream_that_stalls_after_some_text(
 # With --timeout / DSH_TIMEOUT short, the same two faults end by themselves.
 
 
+@pytest.mark.slow
 def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
+    clock = SkippingClock()  # each of the five 0.5 s timeouts in real time, the waits between none
     with FaultServer(hang) as server:
-        run = run_dsh(
+        run = run_in_process(
             child_env(server.url, home, DSH_TIMEOUT="0.5"),
             stdin=b"hello?\n" + OVERSIZED_LINE,
-            timeout=90,
+            clock=clock,
         )
         # dsh timed out without needing the server to accept: the last connection may still
         # be in the listener's queue when dsh exits.
@@ -671,19 +665,22 @@ def test_server_that_never_answers_times_out_after_retries(home: Path) -> None:
         OVERSIZED_OUTCOME,
     ], run.stdout
     assert len(retry_notices(run.stderr)) == 4
+    assert len(clock.slept) == 4
     assert connections == 5  # one try and four retries
     assert run.returncode == 1
     assert_turn_failed(run, lines[0], "TIMEOUT")
     assert_sane(run)
 
 
+@pytest.mark.slow
 def test_stream_that_stalls_after_some_text_times_out_without_retry(
     stub: StubServer, home: Path
 ) -> None:
     # 2 s: the headers and the text, from a stub thread of this process, have time to arrive
     # on a loaded machine; the stall (600 s) still ends only by the timeout.
     stub.enqueue(Stall(600, after_text="Some text, then silence"))
-    run = run_dsh(child_env(stub.url, home, DSH_TIMEOUT="2"), stdin=b"hello?\n" + OVERSIZED_LINE)
+    env = child_env(stub.url, home, DSH_TIMEOUT="2")
+    run = run_in_process(env, stdin=b"hello?\n" + OVERSIZED_LINE)  # the loop's own clock
     lines = run.stdout.splitlines()
     assert lines == [
         "Some text, then silence",
@@ -700,6 +697,7 @@ def test_stream_that_stalls_after_some_text_times_out_without_retry(
     assert_sane(run)
 
 
+@pytest.mark.slow
 def test_429_with_retry_after_beyond_the_cap(stub: StubServer, home: Path) -> None:
     """Retry-After: 3600 is honoured only up to the 30 s cap; the wait ends on SIGINT."""
     stub.enqueue(HttpError(429, "Rate limit reached for requests", retry_after=3600))
@@ -736,7 +734,7 @@ def test_gigantic_line_of_text(stub: StubServer, home: Path) -> None:
     model's 1,048,576 tokens, and nothing before the answer could be summarised."""
     text = "0123456789abcdef" * (1 << 19)
     stub.enqueue(RawStream((sse_event(text), sse_event("", "stop"), b"data: [DONE]\n\n")))
-    run = run_dsh(child_env(stub.url, home), stdin=TWO_LINES)
+    run = dsh(child_env(stub.url, home), stdin=TWO_LINES)
     answer, rejection, rest = run.stdout.split("\n")
     assert (answer, rest) == (text, "")
     assert re.fullmatch(
@@ -756,26 +754,15 @@ def test_endless_line_is_refused(stub: StubServer, home: Path) -> None:
     piece = b"y" * (1 << 20)
     # 48 MiB without a newline, then the connection stays open: only the cap ends the turn.
     stub.enqueue(RawStream((b"data: " + piece, *[piece] * 47), end=False))
-    live = Live(child_env(stub.url, home))
-    try:
-        live.send(b"one\n")
-        assert live.proc.stdin is not None
-        live.proc.stdin.close()
-        try:
-            live.proc.wait(timeout=60)  # a hang guard, not a speed check
-        except subprocess.TimeoutExpired:
-            pytest.fail("a line without a newline held the turn")
-        run = live.finish()
-    finally:
-        live.kill()
+    run_ = dsh(child_env(stub.url, home), stdin=b"one\n")  # a hang here is the test's timeout
     assert re.fullmatch(
         r"\[turn failed MALFORMED_RESPONSE\] DeepSeek API stream from "
         + re.escape(stub.url)
         + r" sent a line that never ends: a stream line passed 16,777,216 characters "
         r"without ending\n",
-        run.stdout,
-    ), run.stdout
-    assert_sane(run)
+        run_.stdout,
+    ), run_.stdout
+    assert_sane(run_)
 
 
 # TLS spoken to a plain-HTTP port: an https:// URL that should be http://. Not retried.
@@ -784,7 +771,7 @@ def test_endless_line_is_refused(stub: StubServer, home: Path) -> None:
 def test_tls_against_plain_http_is_a_transport_failure_not_retried(home: Path) -> None:
     with FaultServer(not_tls) as plain:
         base = f"https://127.0.0.1:{plain.port}"
-        run = run_dsh(child_env(base, home), stdin=b"the fault\n" + OVERSIZED_LINE)
+        run = dsh(child_env(base, home), stdin=b"the fault\n" + OVERSIZED_LINE)
         connections = plain.connections
     lines = run.stdout.splitlines()
     assert re.fullmatch(
@@ -811,7 +798,7 @@ def test_proxy_407_is_a_transport_failure_not_retried(
     base = f"{scheme}://127.0.0.1:{closed_port()}"
     with FaultServer(answer_407) as proxy:
         proxy_url = f"http://proxyuser:{PROXY_SECRET}@127.0.0.1:{proxy.port}"
-        run = run_dsh(
+        run = dsh(
             child_env(base, home, **{variable: proxy_url}),
             stdin=b"the fault\n" + OVERSIZED_LINE,
         )
@@ -831,7 +818,7 @@ def test_proxy_407_is_a_transport_failure_not_retried(
 
 
 def test_base_url_with_an_impossible_port_is_a_startup_failure(home: Path) -> None:
-    run = run_dsh(child_env("http://127.0.0.1:99999", home), stdin=b"hello\n")
+    run = dsh(child_env("http://127.0.0.1:99999", home), stdin=b"hello\n")
     assert run.returncode == 2
     assert run.stdout == ""
     assert run.stderr.startswith("dsh: startup failed: DEEPSEEK_BASE_URL ")

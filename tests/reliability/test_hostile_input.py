@@ -1,6 +1,10 @@
 """Hostile input, end to end: bytes that are not text, enormous lines, control sequences in the
 model's answer, a 50 MB answer, session files edited by hand, and a home that cannot be written.
 
+Runs go through dsh's ``main`` in-process (``tests/harness.py``), except where the process is
+the point, which run the real dsh and are marked slow: its memory under a 10 MiB line or a
+50 MiB answer, a read-only or full file system (mount namespaces, a file size limit).
+
 On a terminal, model text is neutralised; that is checked by ``tests/dsh_stdio/test_repl.py``
 (pexpect) and not repeated here. On a pipe the model's text is data and must pass unchanged.
 """
@@ -19,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import ESCAPE_TEXT, Answer, RawStream, StubServer
+from tests.harness import run_in_process
 from tests.reliability.conftest import (
     DSH,
     Live,
@@ -27,12 +32,9 @@ from tests.reliability.conftest import (
     assert_no_canary,
     assert_sane,
     read_events,
-    run_dsh,
     single_log,
 )
 from tests.reliability.faults import sse_event
-
-pytestmark = pytest.mark.slow
 
 MIB = 1 << 20
 
@@ -53,7 +55,7 @@ def test_bytes_that_are_not_clean_text(env: dict[str, str]) -> None:
         b"an ANSI colour \x1b[31m in the input\n",
         b"the last line has no newline",
     ]
-    run = run_dsh(env, stdin=b"".join(lines))
+    run = run_in_process(env, stdin=b"".join(lines))
     texts = [
         "caf\ufffd au lait",
         "\ufffd\ufffd\ufffd\ufffd overlong",
@@ -70,6 +72,7 @@ def test_bytes_that_are_not_clean_text(env: dict[str, str]) -> None:
     assert_sane(run)
 
 
+@pytest.mark.slow
 def test_ten_megabyte_line_is_refused_without_reading_it_into_memory(env: dict[str, str]) -> None:
     live = Live(env)
     try:
@@ -96,7 +99,7 @@ def test_ten_megabyte_line_is_refused_without_reading_it_into_memory(env: dict[s
 
 
 def test_escape_sequences_and_bidi_pass_through_a_pipe(env: dict[str, str]) -> None:
-    run = run_dsh(env, stdin=b"escape\n")
+    run = run_in_process(env, stdin=b"escape\n")
     assert run.stdout_bytes == ESCAPE_TEXT.encode()
     assert run.returncode == 0
     assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": ESCAPE_TEXT}]
@@ -106,7 +109,7 @@ def test_escape_sequences_and_bidi_pass_through_a_pipe(env: dict[str, str]) -> N
 def test_every_control_and_separator_passes_through(stub: StubServer, env: dict[str, str]) -> None:
     text = "C1 CSI:\x9b31m NUL:\x00 DEL:\x7f LS:\u2028 PS:\u2029 NEL:\x85 FS:\x1c CR:\r end"
     stub.enqueue(Answer(text))
-    run = run_dsh(env, stdin=b"controls\n")
+    run = run_in_process(env, stdin=b"controls\n")
     assert run.stdout_bytes == (text + "\n").encode()
     assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": text}]
     assert_sane(run)
@@ -116,15 +119,16 @@ def test_a_lone_surrogate_in_the_answer(stub: StubServer, env: dict[str, str]) -
     # JSON can carry half of a UTF-16 pair ("\\ud800"); no UTF-8 stream can write it.
     events = (sse_event("half \ud800 pair"), sse_event("", "stop"), b"data: [DONE]\n\n")
     stub.enqueue(RawStream(events))
-    run = run_dsh(env, stdin=b"surrogate\n")
+    run = run_in_process(env, stdin=b"surrogate\n")
     assert run.stdout_bytes == "half \ufffd pair\n".encode()
     assert run.of_type("assistant/message") == [{"turn": 1, "step": 1, "text": "half \ud800 pair"}]
     assert_sane(run)
-    shown = run_dsh(env, "--show", "last")
+    shown = run_in_process(env, "--show", "last")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout_bytes == "> surrogate\nhalf \ufffd pair\n".encode()
 
 
+@pytest.mark.slow
 def test_fifty_megabyte_answer(stub: StubServer, env: dict[str, str]) -> None:
     size = 50 * MIB
     stub.enqueue(
@@ -169,7 +173,7 @@ def test_fifty_megabyte_answer(stub: StubServer, env: dict[str, str]) -> None:
 
 
 def three_turns(env: dict[str, str]) -> Path:
-    run = run_dsh(env, stdin=b"one\ntwo\nthree\n")
+    run = run_in_process(env, stdin=b"one\ntwo\nthree\n")
     assert run.returncode == 0, run.stderr
     return run.log_path()
 
@@ -182,7 +186,7 @@ def test_bad_json_inside_a_finished_turn_is_refused(env: dict[str, str]) -> None
     lines[answer] = b'{"type":"assistant/message","seq":2,"data":{"turn":1,"text":"You said\n'
     log.write_bytes(b"".join(lines))
     before = log.read_bytes()
-    run = run_dsh(env, "--continue", stdin=b"four\n")
+    run = run_in_process(env, "--continue", stdin=b"four\n")
     assert run.stderr == (
         f"dsh: startup failed: session log {log} is damaged at line {answer + 1}: not JSON; it "
         f"comes before the complete turn/end on line {end + 1}, so dsh will not repair it\n"
@@ -209,7 +213,7 @@ def test_unknown_event_types_and_end_kinds_are_tolerated(env: dict[str, str]) ->
     last.append(json.dumps(note, separators=(",", ":")).encode() + b"\n")
     log.write_bytes(b"".join(last))
     before = log.read_bytes()
-    run = run_dsh(env, "--continue", stdin=b"four\n")
+    run = run_in_process(env, "--continue", stdin=b"four\n")
     assert run.stdout == "You said: four\n"  # no outcome line for an unknown kind
     # The usage notice and the session's name only.
     assert (run.returncode, run.stderr.count("\n")) == (0, 2), run.stderr
@@ -229,7 +233,7 @@ def test_future_format_version_is_refused(env: dict[str, str]) -> None:
     lines[0] = json.dumps(header, separators=(",", ":")).encode() + b"\n"
     log.write_bytes(b"".join(lines))
     before = log.read_bytes()
-    run = run_dsh(env, "--continue", stdin=b"four\n")
+    run = run_in_process(env, "--continue", stdin=b"four\n")
     assert run.stderr == (
         f"dsh: startup failed: session log {log} is format version 2, written by a newer dsh; "
         "this dsh reads version 1: upgrade dsh to open it\n"
@@ -251,7 +255,7 @@ def test_damage_inside_the_open_turn_is_moved_aside(env: dict[str, str]) -> None
     damage = b'{"type":"user/message","seq":' + str(seq + 1).encode() + b',"da\xff\x00ta\n'
     with log.open("ab") as file:
         file.write(json.dumps(start, separators=(",", ":")).encode() + b"\n" + damage)
-    run = run_dsh(env, "--continue", stdin=b"four\n")
+    run = run_in_process(env, "--continue", stdin=b"four\n")
     assert run.stdout == "[turn interrupted by a previous process exit]\nYou said: four\n"
     assert run.returncode == 0
     (sidecar,) = log.parent.glob("session.jsonl.damaged-*")
@@ -298,6 +302,7 @@ def in_private_mounts(script: str, env: dict[str, str], stdin: bytes) -> Run:
     return Run(result.returncode, result.stdout, result.stderr, Path(env["DSH_HOME"]), 0.0)
 
 
+@pytest.mark.slow
 @needs_mounts
 def test_read_only_home(env: dict[str, str]) -> None:
     log = three_turns(env)
@@ -358,6 +363,7 @@ def _run_file_size_limited(env: dict[str, str], log: Path) -> Run:
     return Run(result.returncode, result.stdout, result.stderr, Path(env["DSH_HOME"]), 0.0)
 
 
+@pytest.mark.slow
 def test_full_file_system_as_a_file_size_limit(env: dict[str, str]) -> None:
     """RLIMIT_FSIZE works everywhere without privileges: write() fails with EFBIG."""
     log = three_turns(env)
@@ -367,13 +373,14 @@ def test_full_file_system_as_a_file_size_limit(env: dict[str, str]) -> None:
     # With room again, the next start loads the log and closes the turn the failure left open.
     # The failed message was rolled back, so it is not in the history; its turn/start was
     # written, and nothing could close that turn, so the load says so.
-    again = run_dsh(env, "--continue", stdin=b"five\n")
+    again = run_in_process(env, "--continue", stdin=b"five\n")
     assert again.stdout == "[turn interrupted by a previous process exit]\nYou said: five\n"
     assert again.returncode == 0, again.stderr
     assert log.read_bytes().startswith(before)
     assert_sane(again)
 
 
+@pytest.mark.slow
 @needs_mounts
 def test_full_file_system(env: dict[str, str], tmp_path: Path) -> None:
     """A real ENOSPC: the home copied onto a tiny tmpfs, filled up, in a private namespace."""
@@ -400,12 +407,13 @@ def test_full_file_system(env: dict[str, str], tmp_path: Path) -> None:
 
 
 def assert_log_whole_after_load(env: dict[str, str], home: Path) -> None:
-    again = run_dsh(dict(env, DSH_HOME=str(home)), "--continue", stdin=b"five\n")
+    again = run_in_process(dict(env, DSH_HOME=str(home)), "--continue", stdin=b"five\n")
     assert again.returncode == 0, again.stderr
     assert again.stdout.endswith("five\n")
     assert_log_whole(single_log(home))
 
 
+@pytest.mark.slow
 def test_full_file_system_fails_the_turn_with_an_outcome_line(env: dict[str, str]) -> None:
     """The turn fails with its outcome line; the pipe stops, since nothing more can be stored."""
     log = three_turns(env)

@@ -2,18 +2,22 @@
 and what dsh writes is private (0600 files, 0700 directories) whatever the umask.
 
 Every run in this directory uses the canary key and :func:`assert_sane` checks its output and
-files; the tests here add the log records (captured by a ``sitecustomize`` that only adds a
-handler), the terminal mode and its history file, and keys that cannot be a header.
+files; the tests here add the log records (every record of every logger at DEBUG, written to a
+file by a handler on the root logger, as a ``sitecustomize`` would in a child), the terminal
+mode and its history file, and keys that cannot be a header. dsh runs in-process
+(``tests/harness.py``), but where the process is the point: its umask.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import socket
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -21,7 +25,8 @@ import pytest
 
 from dsh_core.testing import HttpError, StubServer
 from tests.conftest import CANARY_KEY
-from tests.reliability.conftest import DSH, Run, assert_no_canary, assert_sane, child_env, run_dsh
+from tests.harness import Terminal, on_terminal, run_in_process
+from tests.reliability.conftest import DSH, Run, assert_no_canary, assert_sane, child_env
 from tests.reliability.faults import (
     FaultServer,
     bad_chunk_after_text,
@@ -31,36 +36,50 @@ from tests.reliability.faults import (
 )
 from tests.support import wait_raw_mode
 
-pytestmark = pytest.mark.slow
-
 PASSWORD = "url-password-7c2e"
 """The password in a base URL with user info: shown nowhere."""
 
 
-def _with_log_capture(env: dict[str, str], shim: Path, records: Path) -> dict[str, str]:
-    return dict(env, PYTHONPATH=str(shim), DSH_TEST_LOG_FILE=str(records))
+@pytest.fixture
+def records(tmp_path: Path) -> Iterator[Path]:
+    """A file receiving every log record of the test's in-process runs, at DEBUG: what dsh and
+    its libraries (httpx included) log, as a child's ``sitecustomize`` would capture it."""
+    path = tmp_path / "records.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield path
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
 
 
 def test_canary_key_is_in_no_output_file_or_log_record(
-    stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+    stub: StubServer, home: Path, records: Path
 ) -> None:
-    shim, records = log_capture
-    env = _with_log_capture(child_env(stub.url, home), shim, records)
+    env = child_env(stub.url, home)
     stub.enqueue(HttpError(429, "Rate limit reached for requests", retry_after=0))
     lines = b"hello\nthink about it\nauth\ncut\nmalformed\nfilter\nquota\nlimit\n"
     runs = [
-        run_dsh(env, stdin=lines),
-        run_dsh(env, "--continue", stdin=b"and again\n"),
-        run_dsh(env, "review", "this", stdin=b"diff --git a b\n"),
-        run_dsh(env, "--max-tokens", "lots", stdin=b"hello\n"),
+        run_in_process(env, stdin=lines),
+        run_in_process(env, "--continue", stdin=b"and again\n"),
+        run_in_process(env, "review", "this", stdin=b"diff --git a b\n"),
+        run_in_process(env, "--max-tokens", "lots", stdin=b"hello\n"),
     ]
-    child, transcript = _spawn_repl(env)
-    child.expect_exact("> ")
-    child.sendline("hello from a terminal")
-    child.expect_exact("You said: hello from a terminal")
-    _leave(child)
+
+    async def at_a_terminal(term: Terminal) -> None:
+        await term.turn("hello from a terminal")
+        await term.expect("You said: hello from a terminal")
+        assert await term.leave() == 0
+
+    screen = on_terminal(env, home.parent, at_a_terminal).text
     outputs = [text for run in runs for text in (run.stdout_bytes, run.stderr_bytes)]
-    assert_no_canary(home, *outputs, transcript.getvalue())
+    assert_no_canary(home, *outputs, screen)
     for run in runs:
         assert_sane(run)
     logged = records.read_text()
@@ -78,11 +97,10 @@ def test_canary_key_is_in_no_output_file_or_log_record(
     ids=["space", "DEL", "non-ASCII", "newline", "tab"],
 )
 def test_key_that_cannot_be_a_header_is_not_echoed(
-    suffix: str, stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+    suffix: str, stub: StubServer, home: Path, records: Path
 ) -> None:
-    shim, records = log_capture
     env = child_env(stub.url, home, DEEPSEEK_API_KEY=f"{CANARY_KEY}{suffix}")
-    run = run_dsh(_with_log_capture(env, shim, records), stdin=b"hello\n")
+    run = run_in_process(env, stdin=b"hello\n")
     assert run.stderr == (
         "dsh: startup failed: The DeepSeek API key contains spaces or characters "
         "not allowed in an HTTP header: check DEEPSEEK_API_KEY\n"
@@ -95,12 +113,10 @@ def test_key_that_cannot_be_a_header_is_not_echoed(
 
 
 def test_a_key_echoed_by_the_server_or_carried_by_the_url_is_in_no_log_record(
-    stub: StubServer, home: Path, log_capture: tuple[Path, Path]
+    stub: StubServer, home: Path, records: Path
 ) -> None:
     """SPEC 10.5: httpx logs each request's URL, dsh_core logs each failure: both masked."""
-    shim, records = log_capture
-    env = _with_log_capture(child_env(f"{stub.url}/v1?key={CANARY_KEY}", home), shim, records)
-    run = run_dsh(env, stdin=b"hello\n")
+    run = run_in_process(child_env(f"{stub.url}/v1?key={CANARY_KEY}", home), stdin=b"hello\n")
     assert run.stdout.startswith("[turn failed HTTP_404]")
     assert "?key=[DEEPSEEK_API_KEY]" in run.stdout  # the stub's 404 names the path it got
     logged = records.read_text()
@@ -133,7 +149,7 @@ def test_userinfo_is_redacted_in_outcomes_notices_and_the_log(home: Path) -> Non
     with FaultServer(_flaky) as server:
         base = f"http://user:{PASSWORD}@127.0.0.1:{server.port}"
         shown = f"http://***@127.0.0.1:{server.port}"
-        run = run_dsh(child_env(base, home), stdin=b"hello\n")
+        run = run_in_process(child_env(base, home), stdin=b"hello\n")
     (notice,) = [line for line in run.stderr.splitlines() if "retrying" in line]
     assert notice.endswith(
         f"DeepSeek API request to {shown} failed: Server disconnected without sending a response."
@@ -153,7 +169,7 @@ def test_userinfo_is_redacted_for_tls_and_one_shot(home: Path, tmp_path: Path) -
         pytest.skip("no openssl to make a certificate with")
     with FaultServer(hang, tls=context) as server:
         base = f"https://user:{PASSWORD}@127.0.0.1:{server.port}"
-        run = run_dsh(child_env(base, home), "is", "this", "private?")
+        run = run_in_process(child_env(base, home), "is", "this", "private?")
     assert run.stdout.startswith(
         f"[turn failed TRANSPORT] DeepSeek API request to https://***@127.0.0.1:{server.port} "
         "failed: [SSL: CERTIFICATE_VERIFY_FAILED]"
@@ -163,7 +179,7 @@ def test_userinfo_is_redacted_for_tls_and_one_shot(home: Path, tmp_path: Path) -
 
 
 def test_userinfo_is_redacted_in_a_startup_failure(home: Path) -> None:
-    run = run_dsh(child_env(f"ftp://user:{PASSWORD}@example.invalid", home), stdin=b"hi\n")
+    run = run_in_process(child_env(f"ftp://user:{PASSWORD}@example.invalid", home), stdin=b"hi\n")
     assert run.stderr == (
         "dsh: startup failed: DEEPSEEK_BASE_URL must be an http:// or https:// URL, "
         "not 'ftp://***@example.invalid'\n"
@@ -172,13 +188,10 @@ def test_userinfo_is_redacted_in_a_startup_failure(home: Path) -> None:
     _no_password(run)
 
 
-def test_userinfo_does_not_replace_the_key(
-    stub: StubServer, home: Path, log_capture: tuple[Path, Path]
-) -> None:
+def test_userinfo_does_not_replace_the_key(stub: StubServer, home: Path, records: Path) -> None:
     """httpx would turn ``user:password@`` into Basic auth, replacing the Bearer key."""
-    shim, records = log_capture
     base = stub.url.replace("http://", f"http://user:{PASSWORD}@")
-    run = run_dsh(_with_log_capture(child_env(base, home), shim, records), stdin=b"hello\n")
+    run = run_in_process(child_env(base, home), stdin=b"hello\n")
     assert stub.headers[-1]["authorization"] == f"Bearer {CANARY_KEY}"
     assert run.stdout == "You said: hello\n"
     assert "HTTP Request: POST" in records.read_text()
@@ -213,6 +226,7 @@ def _leave(child: pexpect.spawn) -> None:
     assert child.exitstatus == 0
 
 
+@pytest.mark.slow
 def test_files_are_private_whatever_the_umask(stub: StubServer, home: Path) -> None:
     env = child_env(stub.url, home)
     result = subprocess.run(

@@ -1,5 +1,6 @@
-"""What the display attacks share (SPEC 10.5, 10.9, 10.10): fixtures, the real ``dsh`` on a
-pipe or a terminal, and the checks that the key is nowhere and that nothing raw was shown.
+"""What the display attacks share (SPEC 10.5, 10.9, 10.10): fixtures, ``dsh`` on a pipe
+(in-process) or on a terminal (the real process, pexpect), and the checks that the key is
+nowhere and that nothing raw was shown.
 
 Fixtures are imported by the test files that use them, as ``<name>_fixture`` (the fixture is
 called ``<name>``): no conftest here, others write tests in this directory too.
@@ -16,15 +17,14 @@ import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
 from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
-from tests.reliability.conftest import Run, read_events, run_dsh, single_log
-from tests.support import CANARY_KEY, DSH, assert_no_canary, child_env
+from tests.harness import run_in_process
+from tests.support import CANARY_KEY, DSH, Run, assert_no_canary, child_env, read_events, single_log
 
 __all__ = [
     "CANARY_KEY",
     "MASK",
     "RAW",
     "Run",
-    "Terminal",
     "call",
     "env_fixture",
     "events_of",
@@ -32,7 +32,6 @@ __all__ = [
     "no_key_in_requests",
     "pipe",
     "stub_fixture",
-    "term_fixture",
     "terminal",
     "work_fixture",
 ]
@@ -71,13 +70,6 @@ def env_fixture(stub: StubServer, home: Path) -> dict[str, str]:
     return child_env(stub.url, home, PROMPT_TOOLKIT_NO_CPR="1")
 
 
-@pytest.fixture(name="term")
-def term_fixture(env: dict[str, str], home: Path, work: Path) -> Iterator[Terminal]:
-    """dsh on a pseudo-terminal in ``work``; the key is checked to be nowhere afterwards."""
-    with terminal(env, work, home) as opened:
-        yield opened
-
-
 class terminal:  # used as a function: `with terminal(env, cwd, home) as term:`
     """``dsh`` (or ``argv``) on a 24 x 200 pseudo-terminal; on leaving, it is closed and its
     screen and home are checked for the key."""
@@ -97,8 +89,9 @@ class terminal:  # used as a function: `with terminal(env, cwd, home) as term:`
 
 
 def pipe(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> Run:
-    """Run dsh to its end in ``cwd`` with ``stdin`` on a pipe."""
-    return run_dsh(env, *args, stdin=stdin.encode(), cwd=cwd)
+    """Run dsh to its end in ``cwd`` with ``stdin`` as its input, as on a pipe: in-process
+    (``tests/harness.py``), since what a pipe run shows and stores needs no process."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
 
 
 def call(name: str, **arguments: Any) -> ToolCalls:

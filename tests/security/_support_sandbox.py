@@ -1,6 +1,8 @@
 """What the sandbox's attack tests share (SPEC 10, rules 1, 2, 4, 6, 8): a scripted model asks
-the real ``dsh`` for hostile ``bash`` calls under ``--allow shell``; the test then checks the
-consequence outside (the next start, the user's next ``git``, what the command read).
+``dsh`` for hostile ``bash`` calls under ``--allow shell``; the test then checks the
+consequence outside (the next start, the user's next ``git``, what the command read). dsh runs
+in-process (``tests/harness.py``): the commands it starts under bubblewrap are real processes;
+a dsh started another way (a venv's script, ``python -m``) runs as a process of its own.
 
 The one fixture, ``scene`` (:class:`Scene`), is imported into each test file as
 ``scene_fixture`` (``tests/security`` has no conftest of its own: other branches write there).
@@ -28,7 +30,9 @@ import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
 from dsh_core.tools.sandbox import probe_bwrap
-from tests.dsh_stdio.test_agent_pipe import HANG, Run, assert_log_whole, data_of, run_dsh
+from tests import support
+from tests.dsh_stdio.test_agent_pipe import HANG, Run, assert_log_whole, data_of
+from tests.harness import run_in_process
 from tests.support import CANARY_KEY, child_env
 
 __all__ = [
@@ -73,11 +77,13 @@ class Scene:
     marker: Path
     """Where a payload that ran writes the key: outside the working directory."""
 
-    def attack(self, *commands: str, allow: str = "shell") -> tuple[list[dict[str, Any]], Run]:
+    def attack(
+        self, *commands: str, allow: str = "shell"
+    ) -> tuple[list[dict[str, Any]], support.Run]:
         """dsh runs the model's ``commands`` (one step), then answers :data:`NEXT`: the
         ``tool/result`` events and the run."""
         self.stub.enqueue(bash_calls(*commands))
-        run = run_dsh(self.env, self.work, "--allow", allow, stdin=f"attack\n{NEXT}\n")
+        run = run_in_process(self.env, "--allow", allow, stdin=f"attack\n{NEXT}\n", cwd=self.work)
         went_on(run)
         return data_of(assert_log_whole(self.dsh_home), "tool/result"), run
 
@@ -132,7 +138,7 @@ def run_program(argv: list[str], env: dict[str, str], cwd: Path, stdin: str) -> 
     )
 
 
-def went_on(result: Run) -> None:
+def went_on(result: Run | support.Run) -> None:
     """The session answered the line after the turn under test, and ended well."""
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith(f"You said: {NEXT}\n"), result.stdout

@@ -1,10 +1,12 @@
 """What the file-tool attacks (SPEC 10 rules 2, 3, 4, 7, 11) share.
 
-Each attack runs the real ``dsh`` against a stub server of its own that plays a hostile model: the
+Each attack runs ``dsh`` against a stub server of its own that plays a hostile model: the
 test queues the tool calls it asks for (:func:`attack`), then checks what dsh did. On a pipe the
-run goes to its end (:func:`run_dsh`); on a terminal, ``term`` is a pexpect session
-(``TERM=dumb``). ``HOME`` is a directory of the test's own, so ``~/.ssh`` or ``~/.bashrc`` is a
-file the test planted, never the developer's.
+run goes to its end in-process (:func:`run_dsh`, through ``tests/harness.py``: what the file
+tools do needs no process of its own); on a terminal, ``term`` is a pexpect session
+(``TERM=dumb``); :func:`running_dsh` is the real process, for what ``/proc`` shows of it.
+``HOME`` is a directory of the test's own, so ``~/.ssh`` or ``~/.bashrc`` is a file the test
+planted, never the developer's.
 
 The fixtures and helpers that start dsh and read what it left are the agent tests' own
 (tests/dsh_stdio/test_agent_pipe.py, test_agent_terminal.py: ``stub``, ``work``, the runners,
@@ -25,19 +27,20 @@ from typing import Any
 import pytest
 
 from dsh_core.testing import StubServer, ToolCalls, validate_request
+from tests import support
 from tests.dsh_stdio.test_agent_pipe import (
     Run,
     assert_log_whole,
     data_of,
     log_path,
     read_events,
-    run_dsh,
     start_dsh,
     stub,
     tool_lines,
     work,
 )
 from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
+from tests.harness import run_in_process
 from tests.support import DSH, assert_no_canary, child_env
 
 __all__ = [
@@ -63,6 +66,11 @@ __all__ = [
     "user_home",
     "work",
 ]
+
+
+def run_dsh(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> support.Run:
+    """Run dsh to its end in ``cwd`` with ``stdin`` as its input, as on a pipe (in-process)."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
 
 
 @pytest.fixture

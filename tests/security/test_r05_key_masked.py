@@ -1,8 +1,10 @@
 """SPEC 10.5: the key's value is masked (``[DEEPSEEK_API_KEY]``) in every string dsh shows,
 stores or sends to the model.
 
-Each test is one attack on the real ``dsh`` with the canary key: a server that echoes the key
-back, a model that reads or ``cat``s a file holding it, a base URL that carries it. What is
+Each test is one attack on ``dsh`` with the canary key, run in-process (``tests/harness.py``:
+what dsh shows and stores needs no process; the commands it runs are real processes): a server
+that echoes the key back, a model that reads or ``cat``s a file holding it, a base URL that
+carries it. What is
 checked: the terminal or stdout, stderr, every file under ``DSH_HOME`` (the session log, the
 saved output of commands), ``--json``, ``--show``, and the body of every request the model was
 sent afterwards. The key still goes to the server in the ``Authorization`` header: that is its
@@ -18,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import Answer, StubServer
+from tests.harness import Terminal, on_terminal
 from tests.reliability.conftest import assert_sane
 from tests.reliability.faults import FaultServer, hang, read_request, self_signed_context
 from tests.security._support_display import (  # noqa: F401 (fixtures, used by name)
     CANARY_KEY,
     MASK,
     Run,
-    Terminal,
     call,
     env_fixture,
     events_of,
@@ -32,12 +34,9 @@ from tests.security._support_display import (  # noqa: F401 (fixtures, used by n
     no_key_in_requests,
     pipe,
     stub_fixture,
-    term_fixture,
     work_fixture,
 )
-from tests.support import child_env
-
-pytestmark = pytest.mark.slow
+from tests.support import assert_no_canary, child_env
 
 SECRET_FILE = f"# local settings\nDEEPSEEK_API_KEY={CANARY_KEY}\n"
 
@@ -162,20 +161,24 @@ def test_a_server_that_streams_the_key_in_pieces_shows_the_mask(
 
 
 def test_a_key_on_the_terminal_is_shown_as_the_mask(
-    term: Terminal, stub: StubServer, work: Path
+    env: dict[str, str], home: Path, stub: StubServer, work: Path
 ) -> None:
     (work / "settings.env").write_text(SECRET_FILE)
     stub.enqueue(call("bash", command="cat settings.env"))
-    term.send_turn("show me the settings")
-    term.child.expect_exact("Allow bash?")
-    term.keys("y\r")
-    term.child.expect_exact("[tool bash exit 0] 2 lines")
-    term.child.expect_exact("Tool results: [bash] # local settings...")
-    stub.enqueue(Answer(f"It says {CANARY_KEY}.", chunk_size=3))
-    term.send_turn("and the key?")
-    term.child.expect_exact(f"It says {MASK}.")
-    assert term.leave() == 0
-    # The fixture checks the screen and the home for the key.
+
+    async def script(term: Terminal) -> None:
+        await term.turn("show me the settings")
+        await term.expect("Allow bash?")
+        term.keys("y\r")
+        await term.expect("[tool bash exit 0] 2 lines")
+        await term.expect("Tool results: [bash] # local settings...")
+        stub.enqueue(Answer(f"It says {CANARY_KEY}.", chunk_size=3))
+        await term.turn("and the key?")
+        await term.expect(f"It says {MASK}.")
+        assert await term.leave() == 0
+
+    term = on_terminal(env, work, script)  # the REPL in-process: the screen is what dsh wrote
+    assert_no_canary(home, term.text)
 
 
 # -- a key in the base URL ----------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import StubServer
+from dsh_core.tools.read import SNIFF_BYTES
 from tests.security._support_toolrules import (
     attack,
     data_of,
@@ -88,14 +89,16 @@ def test_ctrl_c_ends_a_grep_that_runs_through_a_huge_file(
     """SIGINT on a pipe while ``grep`` runs: the turn ends ``aborted`` and dsh leaves (130).
 
     The tree holds the 41-byte victim (a backtracking engine never gets past it) and a file of
-    a terabyte, a line of text and then holes (no disk used), which a linear engine is still
-    reading when the signal comes: so the grep is running, whichever engine it is.
+    a terabyte, lines of text and then holes (no disk used), which a linear engine is still
+    reading when the signal comes: so the grep is running, whichever engine it is. The text is
+    longer than the 8 KiB that decide whether a file is binary: with one line, the holes made
+    it binary, it was skipped at once, and the signal could come after the grep had ended.
     """
     tree = work / "tree"
     tree.mkdir()
     (tree / "a-victim.txt").write_text("a" * 40 + "!")
     with open(tree / "b-huge.txt", "wb") as huge:
-        huge.write(b"text first, then a terabyte of holes\n")
+        huge.write(b"text first, then a terabyte of holes\n" * (2 * SNIFF_BYTES // 37))
         os.truncate(huge.fileno(), 1 << 40)
     attack(stub, ("grep", {"pattern": "(a+)+$", "path": "tree"}))
     with running_dsh(dsh_env, work) as proc:

@@ -3,8 +3,10 @@
 Every byte meant for a human (the terminal, stderr notices, ``--show-reasoning``, ``--show``,
 ``--sessions``, questions, diffs) shows control characters and invisible or format characters
 visibly (``^[``, ``<U+200B>``). A pipe's stdout still carries the model's answer as it is: it
-is data. Each test is one attack on the real ``dsh``: a model or a server whose words carry
-escape sequences, zero-width, bidi and tag characters, through each way to a person.
+is data. Each test is one attack: a model or a server whose words carry escape sequences,
+zero-width, bidi and tag characters, through each way to a person. On a pipe and at the REPL
+dsh runs in-process (``tests/harness.py``: the screen is the text it writes); ``--show`` on a
+terminal runs the real ``dsh`` on a pseudo-terminal.
 """
 
 from __future__ import annotations
@@ -15,22 +17,19 @@ import pexpect
 import pytest
 
 from dsh_core.testing import Answer, HttpError, StubServer
+from tests.harness import Terminal, on_terminal
 from tests.reliability.conftest import assert_sane
 from tests.security._support_display import (  # noqa: F401 (fixtures, used by name)
     RAW,
-    Terminal,
     call,
     env_fixture,
     home_fixture,
     pipe,
     stub_fixture,
-    term_fixture,
     terminal,
     work_fixture,
 )
-from tests.support import DSH
-
-pytestmark = pytest.mark.slow
+from tests.support import DSH, assert_no_canary
 
 HOSTILE = (
     "clear\x1b[2J title\x1b]0;pwned\x07 csi\x9b31m zero\u200bwidth join\u200d "
@@ -93,37 +92,48 @@ def test_file_names_in_tool_lines_on_stderr_are_inert(
 
 
 def test_the_terminal_shows_invisible_characters_in_an_answer(
-    term: Terminal, stub: StubServer
+    env: dict[str, str], home: Path, stub: StubServer, work: Path
 ) -> None:
     stub.enqueue(Answer(HOSTILE + " end of answer"))
-    term.send_turn("say it")
-    term.child.expect_exact(SHOWN + " end of answer")
-    assert term.leave() == 0
-    _inert_screen(term.screen.getvalue())
+
+    async def script(term: Terminal) -> None:
+        await term.turn("say it")
+        await term.expect(SHOWN + " end of answer")
+        assert await term.leave() == 0
+
+    term = on_terminal(env, work, script)
+    _inert_screen(term.text)
+    assert_no_canary(home, term.text)
 
 
 def test_a_question_and_its_diff_show_invisible_characters(
-    term: Terminal, stub: StubServer, work: Path
+    env: dict[str, str], home: Path, stub: StubServer, work: Path
 ) -> None:
     stub.enqueue(call("bash", command="echo hi\u200b > out\u202e.txt"))
-    term.send_turn("run it")
-    term.child.expect_exact("Allow bash? $ echo hi<U+200B> > out<U+202E>.txt")
-    term.keys("n\r")
-    term.child.expect_exact("[tool refused bash]")
-    term.child.expect_exact("Tool results: [bash] Error: the user rejected")  # the turn's end
-    stub.enqueue(
-        call("read", file_path="demo.txt"),
-        call("edit", file_path="demo.txt", old_string="Hello", new_string="\x1b[31mHi\u2066"),
-    )
-    term.send_turn("edit it")
-    term.child.expect_exact("+^[[31mHi<U+2066>")
-    term.child.expect_exact("Allow edit? demo.txt")
-    term.keys("n\r")
-    term.child.expect_exact("[tool refused edit]")
-    assert term.leave() == 0
-    _inert_screen(term.screen.getvalue())
+
+    async def script(term: Terminal) -> None:
+        await term.turn("run it")
+        await term.expect("Allow bash? $ echo hi<U+200B> > out<U+202E>.txt")
+        term.keys("n\r")
+        await term.expect("[tool refused bash]")
+        await term.expect("Tool results: [bash] Error: the user rejected")  # the turn's end
+        stub.enqueue(
+            call("read", file_path="demo.txt"),
+            call("edit", file_path="demo.txt", old_string="Hello", new_string="\x1b[31mHi\u2066"),
+        )
+        await term.turn("edit it")
+        await term.expect("+^[[31mHi<U+2066>")
+        await term.expect("Allow edit? demo.txt")
+        term.keys("n\r")
+        await term.expect("[tool refused edit]")
+        assert await term.leave() == 0
+
+    term = on_terminal(env, work, script)
+    _inert_screen(term.text)
+    assert_no_canary(home, term.text)
 
 
+@pytest.mark.slow
 def test_sessions_and_show_show_invisible_characters(
     env: dict[str, str], home: Path, work: Path
 ) -> None:
