@@ -25,16 +25,17 @@ break in it (:func:`list_name`), so nobody can be shown where a name ends but th
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path, PurePath
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import ToolError
-from .trust import own_process_reason, protected_reason
+from .trust import own_process_reason
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Target:
     """A path argument, resolved."""
 
@@ -72,11 +73,18 @@ class Target:
     shows it: relative when inside, on one line."""
     leads: str
     """:attr:`real` as :attr:`summary` shows it: relative when inside, on one line."""
-    protected: str | None = None
-    """The protected location ``real`` is in (SPEC 10.2: ``.git/config``, ``.git/hooks/``,
-    ``.dsh/``, ``.agents/``): what ``write`` and ``edit`` may change only with a yes each time."""
     credentials: str | None = None
     """The credential location ``real`` is in (SPEC 10.4: ``~/.ssh``, ``DSH_HOME``, ...)."""
+    judge: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
+    """Names the protected location of a real path (:meth:`.trust.Protection.reason`)."""
+
+    @functools.cached_property
+    def protected(self) -> str | None:
+        """The protected location ``real`` is in (SPEC 10.1, 10.2: ``.git/config``,
+        ``.git/hooks/``, ``.dsh/``, ``AGENTS.md``, dsh's own installation, ...): what ``write``
+        and ``edit`` may change only with a yes each time. Looked up at the first ask (a
+        ``write``), not for every ``read``: it looks at the repositories of the tree."""
+        return self.judge(self.real) if self.judge is not None and self.inside else None
 
     @property
     def outside(self) -> tuple[str, ...]:
@@ -163,9 +171,9 @@ def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
         credentials = workspace.credentials.reason(real)
     named, leads = (_summary_path(root, path) for path in (os.path.normpath(joined), real))
     inside = is_within(real, str(root))
-    protected = protected_reason(PurePath(os.path.relpath(real, root))) if inside else None
     shown = display_path(root, given)
-    return Target(given, real, inside, shown, named, leads, protected, credentials)
+    judge = workspace.protection.reason
+    return Target(given, real, inside, shown, named, leads, credentials, judge)
 
 
 def _summary_path(root: Path, path: str) -> str:

@@ -58,15 +58,10 @@ from typing import Literal
 
 from ..chain import error_chain
 from ..errors import SANDBOX_UNAVAILABLE, HarnessError
-from .confinement import (
-    Confinement,
-    RepositoryScan,
-    confine,
-    inside,
-    installation_paths,
-    on_path,
-)
+from .confinement import Confinement, confine, on_path, undo
 from .launchers import Launch, Launcher, Unsandboxed
+from .repositories import RepositoryScan
+from .trust import Credentials, Inventory, inside, installation_paths, inventory
 from .workspace import Workspace, child_environment
 
 __all__ = [
@@ -92,6 +87,15 @@ SYSTEM_BWRAP = "/usr/bin/bwrap"
 
 _PROBE_TIMEOUT_S = 30.0
 """A bound for a bwrap that hangs, not a measurement: the probe takes milliseconds."""
+
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs")
+"""Kernel knobs in the sandbox's own ``/proc`` that a command run as root could write: the
+sysctls, ``sysrq-trigger`` (uid 0 needs no capability to write ``b`` there, which reboots the
+host), nfsd's; read-only, as Docker keeps them. bubblewrap means to cover ``sys``,
+``sysrq-trigger``, ``irq`` and ``bus`` itself, but skips any that ``access()`` calls
+unwritable when it looks (here it left ``/proc/sys`` writable to a root dsh): so these are
+bound whatever it does (``irq`` and ``bus`` it did cover: the attack test looks at all five).
+Only those this kernel has: bwrap cannot bind a missing one."""
 
 _READ_ONLY_WORDS = ("read-only file system", "device or resource busy")
 _NO_SOCKET_WORDS = ("address family not supported",)
@@ -147,9 +151,12 @@ class Bwrap:
     dsh_home: Path | None = None
     """``DSH_HOME``: hidden from commands, like the credentials."""
     installation: tuple[Path, ...] = ()
-    """dsh's installation (:func:`.confinement.installation_paths`): read-only where inside."""
+    """dsh's installation (:func:`.trust.installation_paths`) and the bwrap program: read-only
+    where inside."""
     scan: RepositoryScan | None = field(default=None, compare=False, repr=False)
-    """Finds nested repositories, once; None: only the working directory's own."""
+    """Finds nested repositories, kept up to date; None: only the working directory's own."""
+    credentials: Credentials | None = field(default=None, compare=False, repr=False)
+    """The credential locations as they resolved when the session began: hidden too."""
     seccomp: bytes | None = field(default_factory=_socket_filter, repr=False)
     """The seccomp program handed to bwrap; None where this machine has none."""
 
@@ -165,19 +172,18 @@ class Bwrap:
         installation."""
         dsh_home = workspace.dsh_home
         home = workspace.environment.get("HOME") or os.path.expanduser("~")
-        installation = tuple(
-            path
-            for path in (*installation_paths(), Path(os.path.realpath(program)))
-            if inside(path, workspace.root)  # only these need a mount
-        )
+        protection = workspace.protection  # the file tools' own: one scan, one list
+        program_path = Path(os.path.realpath(program))
+        extra = (program_path,) if inside(program_path, workspace.root) else ()
         return cls(
             workspace.root,
             network=network,
             program=program,
             home=Path(os.path.realpath(home)) if home.startswith("/") else None,
             dsh_home=Path(os.path.realpath(dsh_home)) if dsh_home is not None else None,
-            installation=installation,
-            scan=RepositoryScan(workspace.root, skip=installation),
+            installation=(*protection.installation, *extra),
+            scan=protection.scan if isinstance(protection.scan, RepositoryScan) else None,
+            credentials=workspace.credentials,
         )
 
     @property
@@ -205,6 +211,16 @@ class Bwrap:
             found=self.scan.found() if self.scan is not None else None,
             home=self.home,
             dsh_home=self.dsh_home,
+            credentials=self.credentials,
+        )
+
+    def inventory(self) -> Inventory:
+        """What is kept inside ``root`` now: after a command, to see what it made."""
+        return inventory(
+            self.root,
+            installation=self.installation,
+            found=self.scan.found() if self.scan is not None else None,
+            home=self.home,
         )
 
     def arguments(self, plan: Confinement | None = None) -> list[str]:
@@ -215,7 +231,10 @@ class Bwrap:
         options = ["--ro-bind", "/", "/"]
         if whole:  # before /dev, /proc and /tmp: binding / again would bring the host's back
             options += ["--bind", "/", "/"]
-        options += ["--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        options += ["--dev", "/dev", "--proc", "/proc"]
+        for knob in _PROC_READ_ONLY:
+            if os.path.exists(knob):
+                options += ["--ro-bind", knob, knob]
         options += ["--tmpfs", "/tmp"]
         if not whole:  # after /tmp: a working directory under /tmp goes on top of the tmpfs
             options += ["--bind", root, root]
@@ -225,6 +244,8 @@ class Bwrap:
             options += ["--ro-bind", str(path), str(path)]
         for path in plan.placeholders:
             options += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        for path in plan.placeholder_files:  # reads as empty, cannot be written or removed
+            options += ["--ro-bind", "/dev/null", str(path)]
         for path in plan.hidden_dirs:
             options += ["--tmpfs", str(path)]
         for path in plan.hidden_files:  # reads as empty
@@ -265,7 +286,7 @@ class Bwrap:
             try:
                 yield launch
             finally:
-                launch.notes += _undo(plan)
+                launch.notes += undo(plan, self.inventory())
         finally:
             for fd in own:
                 os.close(fd)
@@ -321,37 +342,6 @@ class _FirstProcess:
                 pid = json.loads(self._data).get("child-pid")
                 self._pid = pid if isinstance(pid, int) and pid > 0 else None
         return self._pid
-
-
-def _undo(plan: Confinement) -> list[str]:
-    """After a command: remove the placeholders still empty, and what it made at a tripwire.
-
-    Returns a line for the result per tripwire the command crossed. Runs once the sandbox is
-    gone (its PID namespace dies with its first process), so nothing can race it from inside.
-    """
-    for path in plan.placeholders:
-        with contextlib.suppress(OSError):  # not empty (someone outside wrote there): kept
-            path.rmdir()
-    notes = []
-    for path in plan.tripwires:
-        if not os.path.lexists(path):
-            continue
-        import shutil  # rarely needed; with bz2 and lzma it costs startup time
-
-        try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            done = "removed"
-        except OSError as exc:
-            done = f"could not remove ({error_chain(exc)})"
-        where = path.relative_to(plan.root)
-        notes.append(
-            f"[sandbox: {done} {where}, which the command created: git would take its "
-            "configuration and hooks from it, outside the sandbox]"
-        )
-    return notes
 
 
 class AutoSandbox:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..masking import maskable
-from .trust import Credentials
+from .trust import Credentials, Protection, inside, installation_paths
 
 __all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
@@ -105,6 +105,8 @@ class Workspace:
     except for :attr:`output_dir`, which the model is told to read."""
     home: Path = field(default_factory=Path.home)
     """The user's home directory, where the other credential locations are."""
+    installation: tuple[Path, ...] | None = None
+    """dsh's installation (:func:`~.trust.installation_paths`); None: this process's own."""
 
     @classmethod
     def at(cls, cwd: Path, output_dir: Path, *, dsh_home: Path | None = None) -> Workspace:
@@ -114,6 +116,18 @@ class Workspace:
     def credentials(self) -> Credentials:
         """The credential locations, resolved once per session."""
         return Credentials.of(self.home, self.dsh_home)
+
+    @functools.cached_property
+    def protection(self) -> Protection:
+        """What only a person may let ``write`` and ``edit`` change here, and what the sandbox
+        keeps read-only: one :class:`~.trust.Protection`, its scan shared by both."""
+        from .repositories import RepositoryScan
+
+        everywhere = installation_paths() if self.installation is None else self.installation
+        installation = tuple(path for path in everywhere if inside(path, self.root))
+        scan = RepositoryScan(self.root, skip=installation)
+        home = Path(os.path.realpath(self.home))
+        return Protection(self.root, installation, scan=scan, home=home)
 
     @functools.cached_property
     def own_output(self) -> str:

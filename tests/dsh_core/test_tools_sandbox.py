@@ -30,7 +30,9 @@ import pytest
 
 from dsh_core.errors import ABORTED
 from dsh_core.tools import Access, ToolOutput
-from dsh_core.tools.confinement import RepositoryScan, confine, installation_paths
+from dsh_core.tools.confinement import confine
+from dsh_core.tools.repositories import RepositoryScan
+from dsh_core.tools.trust import installation_paths
 from dsh_core.tools.launchers import Launcher, Sandbox, Unsandboxed
 from dsh_core.tools.sandbox import (
     INSTALL_HINT,
@@ -372,6 +374,7 @@ def test_the_options(tmp_path: Path) -> None:
         "--dev /dev",
         "--proc /proc",
         "--ro-bind /proc/sys /proc/sys",
+        "--ro-bind /proc/fs /proc/fs",
         "--tmpfs /tmp",
         f"--bind {work} {work}",
         f"--bind {work}/.git {work}/.git",
