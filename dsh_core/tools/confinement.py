@@ -27,7 +27,7 @@ bubblewrap's mounts. Here the inventory becomes mounts, looked at again before e
 Credentials (SPEC 10.4): the locations of :func:`.trust.credential_paths` and ``DSH_HOME``,
 where they exist (resolved now, and as they resolved when the session began: a symlink swapped
 since must not uncover the place it led to), are empty: a directory as an empty tmpfs, a file as
-``/dev/null``; so are the shell start-up and ``.env`` files that hold the key
+an empty file; so are the shell start-up and ``.env`` files that hold the key
 (:func:`.trust.key_files`).
 
 After a command (:func:`undo`): placeholders go, tripwires are undone, and a git directory the
@@ -103,13 +103,13 @@ class Confinement:
     placeholders: tuple[Path, ...] = ()
     """Missing directories that get an empty read-only one while a command runs."""
     placeholder_files: tuple[Path, ...] = ()
-    """Missing files that get an empty read-only one (``/dev/null``) while a command runs."""
+    """Missing files that get an empty read-only one while a command runs."""
     tripwires: tuple[Path, ...] = ()
     """Missing files git would read: removed after a command that created them."""
     hidden_dirs: tuple[Path, ...] = ()
     """Credential directories: an empty tmpfs instead."""
     hidden_files: tuple[Path, ...] = ()
-    """Credential files, and files that hold the key: ``/dev/null`` instead."""
+    """Credential files, and files that hold the key: an empty read-only file instead."""
     git_directories: tuple[Path, ...] = ()
     """The git directories whose configuration and hooks were kept (see :func:`undo`)."""
     reasons: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)

@@ -244,12 +244,10 @@ class Bwrap:
             options += ["--ro-bind", str(path), str(path)]
         for path in plan.placeholders:
             options += ["--tmpfs", str(path), "--remount-ro", str(path)]
-        for path in plan.placeholder_files:  # reads as empty, cannot be written or removed
-            options += ["--ro-bind", "/dev/null", str(path)]
         for path in plan.hidden_dirs:
             options += ["--tmpfs", str(path)]
-        for path in plan.hidden_files:  # reads as empty
-            options += ["--ro-bind", "/dev/null", str(path)]
+        for path in (*plan.placeholder_files, *plan.hidden_files):
+            options += ["--ro-bind", empty_file(), str(path)]  # reads as empty, stays put
         if not self.network:
             options.append("--unshare-net")
         options += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
@@ -319,6 +317,27 @@ class Bwrap:
             f"[sandbox: the command may have failed because of the sandbox: {said}. If it "
             "needs more, ask to run it with sandbox: false and a justification]"
         )
+
+
+@functools.cache
+def empty_file() -> str:
+    """An empty read-only file, one per process: what a hidden file (a credential, a file
+    holding the key) or a missing ``AGENTS.md`` is inside the sandbox. It reads as empty and a
+    write is refused as read-only; ``/dev/null`` would not do, since bwrap binds it ``nodev``
+    and opening it is refused. Removed when dsh exits."""
+    import atexit
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="dsh-empty-")
+    os.close(fd)
+    os.chmod(path, 0o444)
+    atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 class _FirstProcess:

@@ -31,9 +31,8 @@ import pytest
 from dsh_core.errors import ABORTED
 from dsh_core.tools import Access, ToolOutput
 from dsh_core.tools.confinement import confine
-from dsh_core.tools.repositories import RepositoryScan
-from dsh_core.tools.trust import installation_paths
 from dsh_core.tools.launchers import Launcher, Sandbox, Unsandboxed
+from dsh_core.tools.repositories import RepositoryScan
 from dsh_core.tools.sandbox import (
     INSTALL_HINT,
     SANDBOX_UNAVAILABLE,
@@ -48,6 +47,7 @@ from dsh_core.tools.sandbox import (
 )
 from dsh_core.tools.seccomp import socket_filter
 from dsh_core.tools.shell import LEAVING_NOTE, BashTool, shell_argv
+from dsh_core.tools.trust import installation_paths
 from dsh_core.tools.workspace import Workspace
 from tests.conftest import CANARY_KEY
 from tests.dsh_core.test_tools_shell import (  # noqa: F401 (fixtures used by name)

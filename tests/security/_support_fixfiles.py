@@ -89,7 +89,9 @@ class Attacker:
             self._workspace = Workspace(
                 Path(os.path.realpath(self.work)),
                 self.dsh_home / "tool-output",
-                environment={k: v for k, v in git_env(self.home).items() if k != "DEEPSEEK_API_KEY"},
+                environment={
+                    k: v for k, v in git_env(self.home).items() if k != "DEEPSEEK_API_KEY"
+                },
                 dsh_home=self.dsh_home,
                 home=self.home,
                 installation=self.installation,
@@ -101,7 +103,9 @@ class Attacker:
             self._launcher = choose_launcher("on", workspace=self.workspace)
         return self._launcher
 
-    def call(self, name: str, grants: Iterable[Grant] = ("write", "shell"), **arguments: Any) -> str:
+    def call(
+        self, name: str, grants: Iterable[Grant] = ("write", "shell"), **arguments: Any
+    ) -> str:
         """What the model reads back for one call, on a pipe granted ``grants``."""
         box = Toolbox(builtin_tools(self.workspace, launcher=self.launcher))
         self.calls += 1
@@ -161,8 +165,6 @@ def attacker_fixture() -> Iterator[Attacker]:
     try:
         for name in ("work", "home", "dsh-home"):
             (base / name).mkdir()
-        yield Attacker(
-            base, base / "work", base / "home", base / "dsh-home", base / "payload-ran"
-        )
+        yield Attacker(base, base / "work", base / "home", base / "dsh-home", base / "payload-ran")
     finally:
         shutil.rmtree(base)

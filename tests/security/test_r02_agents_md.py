@@ -63,7 +63,6 @@ def test_a_command_cannot_change_agents_md_for_the_next_session(attacker: Attack
 @needs_bwrap
 def test_a_command_cannot_plant_a_missing_agents_md(attacker: Attacker) -> None:
     result = attacker.bash(f"echo '{INJECTION}' > AGENTS.md; echo done")
-    # /dev/null bound read-only (on a nodev mount): the open is refused.
-    assert "AGENTS.md: Permission denied" in result, result
+    assert "AGENTS.md: Read-only file system" in result, result
     assert not (attacker.work / "AGENTS.md").exists()  # the empty placeholder went with it
     assert INJECTION not in next_prompt(attacker.work)

@@ -88,7 +88,8 @@ def test_files_in_a_git_directory_that_is_not_called_git_are_refused(attacker: A
     assert attacker.git(attacker.work, "init", "-q", "--bare", str(bare)).returncode == 0
     script = planted(attacker)
     attacker.call("read", file_path="project.git/config")
-    config = attacker.call("write", file_path="project.git/config", content=fsmonitor_config(script))
+    evil = fsmonitor_config(script)
+    config = attacker.call("write", file_path="project.git/config", content=evil)
     hook = attacker.call("write", file_path="project.git/hooks/post-update", content="#!/bin/sh\n")
     assert "(protected: project.git/config)" in config
     assert "(protected: project.git/hooks/)" in hook
@@ -120,7 +121,8 @@ def test_a_hook_in_the_directory_core_hookspath_names_needs_a_person(attacker: A
     edit = attacker.call(
         "edit", file_path=".githooks/pre-commit", old_string="true", new_string=str(script)
     )
-    new = attacker.call("write", file_path=".githooks/post-commit", content=f"#!/bin/sh\n{script}\n")
+    hook_text = f"#!/bin/sh\n{script}\n"
+    new = attacker.call("write", file_path=".githooks/post-commit", content=hook_text)
     assert attacker.git(repository, "commit", "-q", "--allow-empty", "-m", "mine").returncode == 0
     assert not attacker.ran()
     assert "(protected: core.hookspath in .git/config)" in edit, edit
