@@ -151,9 +151,13 @@ def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
     if "\0" in given:
         raise ToolError(f"invalid arguments: {name} contains a NUL character")
     try:
-        os.fsencode(given)
+        size = len(os.fsencode(given))
     except UnicodeError as exc:  # a lone surrogate from JSON: no file can be named that
         raise ToolError(f"invalid arguments: {name} is not a valid file name") from exc
+    if size > PATH_MAX:  # the kernel's limit; resolving a longer one step by step is slow
+        raise ToolError(
+            f"invalid arguments: {name} is {size:,} bytes long; no path is longer than {PATH_MAX:,}"
+        )
     root = workspace.root
     joined = os.path.join(root, _expand_home(given))  # ".." after a symlink: resolved, not cut
     try:
@@ -180,6 +184,9 @@ def _summary_path(root: Path, path: str) -> str:
     """An absolute, normalised path for a summary: relative when inside ``root``, one line."""
     return list_name(os.path.relpath(path, root) if is_within(path, str(root)) else path)
 
+
+PATH_MAX = 4096
+"""Linux's limit on a path handed to a system call, in bytes: a longer one names no file."""
 
 _MAX_LINKS = 40
 """Symlinks one resolution follows at most, as the kernel's ``ELOOP`` limit."""
