@@ -279,8 +279,9 @@ def inventory(
     for gitdir in found.git_directories if found else ():
         taking.gitdir(gitdir, top=gitdir)
     if home is not None:
-        for config in _global_git_configs(home):
-            taking.config(config, top=root, reason="git's global configuration")
+        for config in _global_git_configs(home):  # inside when dsh runs in the home directory
+            taking.take(config, "git's global configuration", "tripwire")
+            taking.named_by(config, top=root)
     for name in PROTECTED_DIR_NAMES:
         taking.take(root / name, f"{name}/", "directory")
     taking.take(root / AGENTS_FILE, AGENTS_FILE, "file")
@@ -350,7 +351,7 @@ class _Taking:
                 self.kept.append(Kept(path, reason, "directory" if name == "hooks" else "tripwire"))
         for name in ("config", "config.worktree"):
             if entries[name] is not None:
-                self.config(gitdir / name, top=top, reason=f"{shown}/{name}")
+                self.named_by(gitdir / name, top=top)
         if linked:
             common = _read_path(gitdir / "commondir", gitdir)
             if common is not None:
@@ -358,10 +359,9 @@ class _Taking:
         for nested in _nested_gitdirs(gitdir):
             self.gitdir(nested, top=top)
 
-    def config(self, path: Path, *, top: Path, reason: str) -> None:
-        """A configuration file: itself when it lies inside (git's global one, in a home
-        working directory), the files it includes, and the paths it names (:mod:`.gitconfig`)."""
-        self.take(path, reason, "tripwire")
+    def named_by(self, path: Path, *, top: Path) -> None:
+        """What the configuration file ``path`` names (:mod:`.gitconfig`): the files it
+        includes, its hooks directory, the programs of the tree it runs."""
         config = read_config(path, home=self.home)
         for named in config.named_paths(top, self.home):
             missing: Missing = "directory" if named.directory else "tripwire"
