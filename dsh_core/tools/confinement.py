@@ -53,7 +53,6 @@ from .trust import (
     Found,
     Inventory,
     credential_paths,
-    inside,
     inventory,
     key_files,
     under,
@@ -155,13 +154,7 @@ def confine(
     hidden_dirs, hidden_files = _hidden(root, home, dsh_home, credentials)
     read_only_paths = _outermost(read_only)
     hidden = [*hidden_dirs, *hidden_files]
-    above = {
-        ancestor
-        for path in [*read_only_paths, *placeholders, *placeholder_files, *tripwires, *hidden]
-        for ancestor in path.parents
-        if inside(ancestor, root) and not _under_any(ancestor, read_only_paths)
-    }
-    pinned = sorted((path for path in above if _is_directory(path)), key=_depth)
+    pinned = _pins(root, [*read_only_paths, *placeholders, *placeholder_files, *tripwires, *hidden])
     return Confinement(
         root,
         read_only=read_only_paths,
@@ -174,6 +167,25 @@ def confine(
         git_directories=kept.git_directories,
         reasons=reasons,
     )
+
+
+def _pins(root: Path, kept: Iterable[Path]) -> list[Path]:
+    """The directories between ``root`` and each kept path (not in another kept path, which is
+    a mount already), that exist: shallowest first."""
+    top = str(root)
+    mounted = [str(path) for path in kept]
+    above: set[str] = set()
+    for path in mounted:
+        directory = os.path.dirname(path)
+        while directory not in above and directory != top and under(directory, top):
+            above.add(directory)
+            directory = os.path.dirname(directory)
+    found = [
+        Path(directory)
+        for directory in above
+        if not any(under(directory, path) for path in mounted) and os.path.isdir(directory)
+    ]
+    return sorted(found, key=_depth)
 
 
 def _writable_parent(path: Path) -> bool:
@@ -267,23 +279,30 @@ def _hidden(
 
     One that is the working directory or holds it stays visible (hiding it would hide the work);
     one under ``/tmp`` outside the working directory is hidden already by the private ``/tmp``.
+    Only those that exist are resolved (most do not).
     """
-    paths: list[Path] = []
+    paths: list[str] = []
     if home is not None:
-        paths += credential_paths(home, dsh_home)
+        paths += map(str, credential_paths(home, dsh_home))
     elif dsh_home is not None:
-        paths.append(dsh_home)
+        paths.append(str(dsh_home))
     if credentials is not None:  # as they resolved at the session's start
-        paths += [Path(location) for location, _ in credentials.locations]
+        paths += [location for location, _ in credentials.locations]
     directories: list[Path] = []
     files: list[Path] = []
-    for candidate in [*(Path(os.path.realpath(p)) for p in paths), *key_files(home, root)]:
-        mode = _mode(candidate)
-        if mode is None or under(root, candidate) or _out_of_sight(candidate, root):
+    for candidate in [*dict.fromkeys(paths), *map(str, key_files(home, root))]:
+        try:
+            os.lstat(candidate)  # most do not exist: nothing to resolve
+            candidate = os.path.realpath(candidate)
+            mode = os.stat(candidate).st_mode
+        except OSError:
+            continue
+        path = Path(candidate)
+        if under(root, path) or _out_of_sight(path, root):
             continue
         target = directories if stat.S_ISDIR(mode) else files
-        if candidate not in target:
-            target.append(candidate)
+        if path not in target:
+            target.append(path)
     return tuple(directories), tuple(files)
 
 
@@ -308,13 +327,6 @@ def _under_any(path: Path, others: Sequence[Path]) -> bool:
 
 def _depth(path: Path) -> tuple[int, str]:
     return len(path.parts), str(path)
-
-
-def _is_directory(path: Path) -> bool:
-    """Whether ``path`` is a directory (not a link to one): what can be pinned (a tripwire's
-    missing parents cannot, nor need to be)."""
-    mode = _mode(path)
-    return mode is not None and stat.S_ISDIR(mode)
 
 
 def _mode(path: Path) -> int | None:

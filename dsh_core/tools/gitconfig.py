@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,12 +170,45 @@ def _path_words(command: str) -> Iterator[str]:
 def read_config(path: Path, *, home: Path | None = None) -> GitConfig:
     """The entries of the configuration file ``path`` and of the files it includes.
 
-    A file that is missing, unreadable, not a regular file or too large reads as empty.
+    A file that is missing, unreadable, not a regular file or too large reads as empty. Read
+    again only when one of the files changed (it is asked before and after every command).
     """
+    path = Path(os.path.abspath(path))
+    cached = _CACHE.get((path, home))
+    if cached is not None and cached[0] == _signature((path, *cached[1].included)):
+        return cached[1]
+    settled = time.time_ns() - _RACY_NS
     entries: list[Entry] = []
     included: list[Path] = []
-    _read(Path(os.path.abspath(path)), home, entries, included, depth=0)
-    return GitConfig(tuple(entries), tuple(included))
+    _read(path, home, entries, included, depth=0)
+    config = GitConfig(tuple(entries), tuple(included))
+    signature = _signature((path, *included))
+    if all(item is None or item[2] < settled for item in signature):
+        _CACHE[(path, home)] = (signature, config)
+    return config
+
+
+_Signature = tuple[tuple[int, int, int, int] | None, ...]
+
+_CACHE: dict[tuple[Path, Path | None], tuple[_Signature, GitConfig]] = {}
+"""What each file read last held, with the signature of the files it was read from."""
+
+_RACY_NS = 2_000_000_000
+"""A file changed this recently is not cached: a change within the same tick of the file
+system's clock keeps the same times (git's "racy git" problem)."""
+
+
+def _signature(paths: tuple[Path, ...]) -> _Signature:
+    """What says a file changed (or appeared, or went): its inode, size and times."""
+    signature: list[tuple[int, int, int, int] | None] = []
+    for path in paths:
+        try:
+            status = os.stat(path)
+        except OSError:
+            signature.append(None)
+            continue
+        signature.append((status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns))
+    return tuple(signature)
 
 
 def _read(

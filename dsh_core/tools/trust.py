@@ -488,9 +488,10 @@ def key_files(home: Path | None, root: Path | None) -> tuple[Path, ...]:
             continue
     found: list[Path] = []
     for candidate in candidates:
-        path = Path(os.path.realpath(candidate))
-        if path not in found and _holds_secret(path, mask):
-            found.append(path)
+        if _holds_secret(candidate, mask):  # opened first: most do not exist
+            path = Path(os.path.realpath(candidate))
+            if path not in found:
+                found.append(path)
     return tuple(found)
 
 
