@@ -14,8 +14,9 @@ nested one and a ``.venv``-like directory of dsh's (so the confinement has somet
   bubblewrap sandbox goes on this machine.
 
 Reports the median per command, the sandbox's added milliseconds (target: under 15 ms) and the
-ratio; and the CPU time the command's processes used (user and system, from ``wait4``), which a
-loaded machine disturbs less than the wall clock. A benchmark reports; no test asserts a time.
+ratio; and the CPU time the command's processes used (user and system, from ``wait4``) and
+dsh's own (the confinement, the look afterwards), which a loaded machine disturbs less than the
+wall clock. A benchmark reports; no test asserts a time.
 
 Then what the repository scan costs on a big tree (``--tree``, 50,000 entries by default: the
 scan's budget), since it is asked before and after every command: the first ask (a walk, and a
@@ -131,25 +132,30 @@ def main() -> None:
         }
         times: dict[str, list[float]] = {name: [] for name in candidates}
         cpu: dict[str, list[float]] = {name: [] for name in candidates}
+        own: dict[str, list[float]] = {name: [] for name in candidates}
 
-        async def run(tool: BashTool) -> tuple[float, float]:
+        async def run(tool: BashTool) -> tuple[float, float, float]:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own = resource.getrusage(resource.RUSAGE_SELF)
             start = time.perf_counter()
             output = await tool.prepare({"command": "true"}).run()
             elapsed = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own_after = resource.getrusage(resource.RUSAGE_SELF)
             assert output.exit_code == 0, output.content
             used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-            return elapsed, used
+            dsh = own_after.ru_utime - own.ru_utime + own_after.ru_stime - own.ru_stime
+            return elapsed, used, dsh
 
         async def rounds() -> None:
             for tool in tools.values():  # warm: imports, the repository scan, the page cache
                 await run(tool)
             for _ in range(options.rounds):
                 for name, tool in tools.items():
-                    elapsed, used = await run(tool)
+                    elapsed, used, dsh = await run(tool)
                     times[name].append(elapsed)
                     cpu[name].append(used)
+                    own[name].append(dsh)
 
         asyncio.run(rounds())
         plan = sandboxed.confinement()
@@ -158,11 +164,13 @@ def main() -> None:
         shutil.rmtree(base)
     median = {name: statistics.median(values) * 1e3 for name, values in times.items()}
     cpu_ms = {name: statistics.mean(values) * 1e3 for name, values in cpu.items()}
+    own_ms = {name: statistics.mean(values) * 1e3 for name, values in own.items()}
     added = median["sandboxed"] - median["unsandboxed"]
     result = {
         "rounds": options.rounds,
         "median_ms": median,
         "cpu_ms": cpu_ms,
+        "dsh_cpu_ms": own_ms,
         "added_ms": added,
         "ratio": median["sandboxed"] / median["unsandboxed"],
         "filter_ms": median["sandboxed"] - median["sandboxed, no seccomp filter"],
@@ -180,9 +188,9 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"bash -c true through the bash tool; {options.rounds} rounds, interleaved")
-    print(f"{'candidate':30} {'median ms':>10} {'cpu ms':>8}")
+    print(f"{'candidate':30} {'median ms':>10} {'cpu ms':>8} {'dsh cpu ms':>11}")
     for name in candidates:
-        print(f"{name:30} {median[name]:10.2f} {cpu_ms[name]:8.2f}")
+        print(f"{name:30} {median[name]:10.2f} {cpu_ms[name]:8.2f} {own_ms[name]:11.2f}")
     print()
     print(
         f"the sandbox adds {added:.2f} ms per command (target: under 15 ms), {result['ratio']:.2f}x"
