@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..fileio import read_regular
+
 __all__ = ["BOOLEAN_WORDS", "Entry", "GitConfig", "NamedPath", "read_config"]
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -228,26 +230,10 @@ def _read(
 
 
 def _text(path: Path) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    with open(fd, "rb") as file:
-        try:
-            if not _regular(file.fileno()):
-                return None
-            data = file.read(MAX_CONFIG_BYTES + 1)
-        except OSError:
-            return None
-    if len(data) > MAX_CONFIG_BYTES:
+    data = read_regular(path, MAX_CONFIG_BYTES + 1)
+    if data is None or len(data) > MAX_CONFIG_BYTES:
         return None
     return data.decode("utf-8", "surrogateescape")
-
-
-def _regular(fd: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(os.fstat(fd).st_mode)
 
 
 _HEADER = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\\n]|\\.)*)")?\s*\]')

@@ -12,7 +12,8 @@ followed; whatever lands outside the root is *outside*, which the approval polic
 
 The policy of :mod:`.trust` is applied here for every file tool: a path is judged by where it
 resolves. One in a credential location (``~/.ssh``, ``DSH_HOME``, ...) or, for ``write`` and
-``edit``, in a protected one (``.git/config``, ``.git/hooks/``, ...) needs a person's yes each
+``edit``, in a protected one (anything under a ``.git``, ``AGENTS.md``, dsh's own installation,
+what git's configuration names: :meth:`.trust.Protection.reason`) needs a person's yes each
 time (:meth:`Target.guarded`, which :attr:`Access.protected` lists). One that leads into dsh's
 own ``/proc`` files, by any spelling (``/proc/self``, ``/dev/fd/...``, a symlink, ``..`` after
 ``/proc/self/cwd``), is refused outright: every step of the resolution is checked, not only its

@@ -61,7 +61,7 @@ from ..errors import SANDBOX_UNAVAILABLE, HarnessError
 from .confinement import Confinement, confine, on_path, undo
 from .launchers import Launch, Launcher, Unsandboxed
 from .repositories import RepositoryScan
-from .trust import Credentials, Inventory, inside, installation_paths, inventory
+from .trust import Credentials, Inventory, Protection, inside, installation_paths
 from .workspace import Workspace, child_environment
 
 __all__ = [
@@ -216,12 +216,7 @@ class Bwrap:
 
     def inventory(self) -> Inventory:
         """What is kept inside ``root`` now: after a command, to see what it made."""
-        return inventory(
-            self.root,
-            installation=self.installation,
-            found=self.scan.found() if self.scan is not None else None,
-            home=self.home,
-        )
+        return Protection(self.root, self.installation, self.scan, self.home).inventory()
 
     def arguments(self, plan: Confinement | None = None) -> list[str]:
         """bwrap's options, in the order they must be applied (later mounts cover earlier)."""

@@ -48,6 +48,7 @@ from pathlib import Path, PurePath
 from typing import Literal, Protocol
 
 from ..context import AGENTS_FILE
+from ..fileio import read_regular
 from .gitconfig import read_config
 
 __all__ = [
@@ -496,17 +497,10 @@ def key_files(home: Path | None, root: Path | None) -> tuple[Path, ...]:
 
 
 def _holds_secret(path: Path, mask: Callable[[str], str]) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
+    data = read_regular(path, KEY_FILE_BYTES)
+    if data is None:
         return False
-    with open(fd, "rb") as file:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return False
-            text = file.read(KEY_FILE_BYTES).decode("utf-8", "surrogateescape")
-        except OSError:
-            return False
+    text = data.decode("utf-8", "surrogateescape")
     return mask(text) != text
 
 

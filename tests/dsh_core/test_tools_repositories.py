@@ -86,7 +86,7 @@ def listed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         seen.append(str(path))
         return real(path)
 
-    monkeypatch.setattr(repositories.os, "scandir", scandir)
+    monkeypatch.setattr(os, "scandir", scandir)  # (the scan's os is this os)
     yield seen
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.tools import Invocation, ToolError, read
+from dsh_core.tools import Invocation, ToolError, ToolOutput, read
 from tests.dsh_core.test_tools_builtin import Tools, tools
 
 __all__ = ["tools"]
@@ -77,7 +77,10 @@ def test_ctrl_c_ends_a_read_that_is_passing_a_huge_file(tools: Tools) -> None:
     invocation = tools.prepare("read", file_path="big", offset=10**11)
 
     async def main(invocation: Invocation) -> None:
-        task = asyncio.create_task(invocation.run())
+        async def run() -> ToolOutput:
+            return await invocation.run()
+
+        task = asyncio.create_task(run())
         while not any(thread.name == "dsh-read" for thread in threading.enumerate()):
             assert not task.done(), task.result()  # (the reviewed code never got here)
             await asyncio.sleep(0.01)
