@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..chain import error_chain
-from .gitconfig import read_config
 from .trust import (
     GIT_PROTECTED_NAMES,
     Credentials,
@@ -239,6 +238,8 @@ def _undo_tripwire(plan: Confinement, path: Path) -> str:
 def _set_aside_code(root: Path, gitdir: Path) -> list[str]:
     """A git directory a command made: its configuration files that make git run something,
     and its hooks directory if it holds a hook, renamed with :data:`SET_ASIDE`."""
+    from .gitconfig import read_config
+
     notes = []
     where = gitdir.relative_to(root)
     for name in ("config", "config.worktree"):

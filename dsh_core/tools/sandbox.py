@@ -54,15 +54,16 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..chain import error_chain
 from ..errors import SANDBOX_UNAVAILABLE, HarnessError
-from .confinement import Confinement, confine, on_path, undo
 from .launchers import Launch, Launcher, Unsandboxed
-from .repositories import RepositoryScan
-from .trust import Credentials, Inventory, Protection, inside, installation_paths
 from .workspace import Workspace, child_environment
+
+if TYPE_CHECKING:  # the policy loads with the first command, not at startup
+    from .confinement import Confinement
+    from .trust import Credentials, Inventory, Scan
 
 __all__ = [
     "INSTALL_HINT",
@@ -153,7 +154,7 @@ class Bwrap:
     installation: tuple[Path, ...] = ()
     """dsh's installation (:func:`.trust.installation_paths`) and the bwrap program: read-only
     where inside."""
-    scan: RepositoryScan | None = field(default=None, compare=False, repr=False)
+    scan: Scan | None = field(default=None, compare=False, repr=False)
     """Finds nested repositories, kept up to date; None: only the working directory's own."""
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
     """The credential locations as they resolved when the session began: hidden too."""
@@ -170,6 +171,8 @@ class Bwrap:
     ) -> Bwrap:
         """A Bwrap for ``workspace``: its root, its user's home and ``DSH_HOME``, dsh's
         installation."""
+        from .trust import inside
+
         dsh_home = workspace.dsh_home
         home = workspace.environment.get("HOME") or os.path.expanduser("~")
         protection = workspace.protection  # the file tools' own: one scan, one list
@@ -182,7 +185,7 @@ class Bwrap:
             home=Path(os.path.realpath(home)) if home.startswith("/") else None,
             dsh_home=Path(os.path.realpath(dsh_home)) if dsh_home is not None else None,
             installation=(*protection.installation, *extra),
-            scan=protection.scan if isinstance(protection.scan, RepositoryScan) else None,
+            scan=protection.scan,
             credentials=workspace.credentials,
         )
 
@@ -205,6 +208,8 @@ class Bwrap:
 
     def confinement(self) -> Confinement:
         """What the sandbox keeps and hides inside ``root`` now (looked at for each command)."""
+        from .confinement import confine
+
         return confine(
             self.root,
             installation=self.installation,
@@ -216,6 +221,8 @@ class Bwrap:
 
     def inventory(self) -> Inventory:
         """What is kept inside ``root`` now: after a command, to see what it made."""
+        from .trust import Protection
+
         return Protection(self.root, self.installation, self.scan, self.home).inventory()
 
     def arguments(self, plan: Confinement | None = None) -> list[str]:
@@ -279,6 +286,8 @@ class Bwrap:
             try:
                 yield launch
             finally:
+                from .confinement import undo
+
                 launch.notes += undo(plan, self.inventory())
         finally:
             for fd in own:
@@ -452,6 +461,9 @@ def find_bwrap(path: str, *, root: Path | None = None) -> tuple[str | None, str 
     """The bwrap to run, from ``PATH`` (see the module docstring): (program, None), or
     (None, why there is none)."""
     # What the sandbox keeps read-only inside root (only those: one holding root keeps nothing).
+    from .confinement import on_path
+    from .trust import inside, installation_paths
+
     read_only = [p for p in installation_paths() if root is not None and inside(p, root)]
     program, passed_over = on_path("bwrap", path, root=root, read_only=read_only)
     if program is not None:

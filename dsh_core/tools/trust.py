@@ -49,7 +49,6 @@ from typing import Literal, Protocol
 
 from ..context import AGENTS_FILE
 from ..fileio import read_regular
-from .gitconfig import read_config
 
 __all__ = [
     "CREDENTIAL_NAMES",
@@ -363,6 +362,8 @@ class _Taking:
     def named_by(self, path: Path, *, top: Path) -> None:
         """What the configuration file ``path`` names (:mod:`.gitconfig`): the files it
         includes, its hooks directory, the programs of the tree it runs."""
+        from .gitconfig import read_config  # only a command or a write needs it
+
         config = read_config(path, home=self.home)
         for named in config.named_paths(top, self.home):
             missing: Missing = "directory" if named.directory else "tripwire"

@@ -14,9 +14,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..masking import maskable
-from .trust import Credentials, Protection, inside, installation_paths
+
+if TYPE_CHECKING:
+    from .trust import Credentials, Protection
 
 __all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
@@ -115,6 +118,8 @@ class Workspace:
     @functools.cached_property
     def credentials(self) -> Credentials:
         """The credential locations, resolved once per session."""
+        from .trust import Credentials  # the policy loads with the first tool, not at startup
+
         return Credentials.of(self.home, self.dsh_home)
 
     @functools.cached_property
@@ -122,6 +127,7 @@ class Workspace:
         """What only a person may let ``write`` and ``edit`` change here, and what the sandbox
         keeps read-only: one :class:`~.trust.Protection`, its scan shared by both."""
         from .repositories import RepositoryScan
+        from .trust import Protection, inside, installation_paths
 
         everywhere = installation_paths() if self.installation is None else self.installation
         installation = tuple(path for path in everywhere if inside(path, self.root))
