@@ -112,10 +112,10 @@ def test_lost_events_mean_a_walk(root: Path, listed: list[str]) -> None:
     scan = RepositoryScan(root)
     scan.found()  # many/ is watched now
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    pair = [str(many / "a"), str(many / "b")]
+    Path(pair[0]).touch()
     for n in range(limit + 10):  # more events than the kernel queues: it says it dropped some
-        name = many / f"f{n}"
-        os.close(os.open(name, os.O_CREAT | os.O_WRONLY, 0o600))
-        os.unlink(name)
+        os.rename(pair[n % 2], pair[1 - n % 2])  # a name moved in: one event each
     (root / "late" / ".git").mkdir(parents=True)
     listed.clear()
     assert names(root, scan.found().repositories) == ["late"]
