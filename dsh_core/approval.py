@@ -11,6 +11,8 @@ any file tool on a protected path  asks, every time            refused
 or a credential (SPEC 10.2, 10.4)
 ``bash``                           asks                        refused unless ``--allow shell``
 ``bash`` leaving the sandbox       asks, even with ``--allow`` refused unless ``--sandbox off``
+a tool of an MCP server            asks                        refused unless ``--allow mcp``
+                                                               or ``--allow mcp:NAME``
 =================================  ==========================  ================================
 
 ``--allow`` grants without asking, but never the rows that say "every time": ``--allow write``
@@ -48,12 +50,14 @@ __all__ = [
     "allowed",
 ]
 
-Grant = Literal["read", "write", "shell", "network"]
-ALL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell", "network"))
-"""Every name ``--allow`` takes."""
+Grant = str
+"""A name ``--allow`` takes: one of :data:`ALL_GRANTS`, or ``mcp:NAME`` for one MCP server."""
+ALL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell", "network", "mcp"))
+"""Every name ``--allow`` takes but ``all`` and ``mcp:NAME``."""
 TOOL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell"))
-"""What ``--allow all`` grants: every tool, without asking. The network stays closed to a
-sandboxed command unless ``--allow network`` says so by name."""
+"""What ``--allow all`` grants: every built-in tool, without asking. The network stays closed
+to a sandboxed command unless ``--allow network`` says so by name, and the tools of MCP servers
+(code dsh knows nothing of) ask unless ``--allow mcp`` or ``--allow mcp:NAME`` does."""
 
 Choice = Literal["yes", "no", "always"]
 
@@ -96,6 +100,8 @@ class ApprovalPolicy:
     """What the person answered ``always`` for in this session: a tool and the
     :attr:`~dsh_core.tools.Access.scope` of its calls (``("bash", "pytest")``), for calls that
     may be remembered (one that reaches outside is asked about every time)."""
+    unattended: str = "stdin is not a terminal"
+    """Why nobody can be asked when there is no :attr:`asker`, as a refusal says it."""
     reasons: dict[str, str] = field(default_factory=dict)
     """Why the person said no, by call id: what :meth:`refusal` tells the model, and what the
     log records with the decision."""
@@ -116,9 +122,9 @@ class ApprovalPolicy:
             if self.asker is None:
                 return "unavailable"
             return await self._ask(call, invocation, remember=False)
-        if access.kind == "read" and not access.outside:
+        if access.free:
             return None
-        if access.kind in self.grants:
+        if access.kind in self.grants or (access.grant and access.grant in self.grants):
             return "granted-by-flag"
         # "Always" covers what stays in the working directory: a yes to reading /etc/hosts
         # is not a yes to reading ~/.ssh.
@@ -146,13 +152,13 @@ class ApprovalPolicy:
         """Why a call did not run, with the way out named (SPEC section 8)."""
         if outcome == "unavailable":
             if _person_only(access):
-                return ToolError(_needs_a_person(call.name, access), TOOL_REFUSED)
+                return ToolError(_needs_a_person(call.name, access, self.unattended), TOOL_REFUSED)
             if access.leaves_sandbox:
                 way_out = "run with --sandbox off, or let it run in the sandbox"
             else:
-                way_out = f"run with --allow {access.kind}"
+                way_out = f"run with --allow {access.grant or access.kind}"
             return ToolError(
-                f'tool "{call.name}" needs approval and stdin is not a terminal; {way_out}',
+                f'tool "{call.name}" needs approval and {self.unattended}; {way_out}',
                 TOOL_REFUSED,
             )
         reason = self.reasons.get(call.id)
@@ -167,7 +173,7 @@ def _person_only(access: Access) -> bool:
     return bool(access.protected) or (access.kind == "write" and bool(access.outside))
 
 
-def _needs_a_person(name: str, access: Access) -> str:
+def _needs_a_person(name: str, access: Access, unattended: str) -> str:
     """Why a call that only a person may allow was refused where there is nobody to ask."""
     if access.protected:
         what = f'tool "{name}" touches {"; ".join(access.protected)}'
@@ -176,7 +182,7 @@ def _needs_a_person(name: str, access: Access) -> str:
             f'tool "{name}" writes outside the working directory ({", ".join(access.outside)}); '
             "--allow write covers the working directory only"
         )
-    return f"{what}: only a person may allow that, call by call, and stdin is not a terminal"
+    return f"{what}: only a person may allow that, call by call, and {unattended}"
 
 
 def allowed(outcome: ApprovalOutcome | None) -> bool:

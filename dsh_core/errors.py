@@ -28,6 +28,7 @@ __all__ = [
     "EMPTY_RESPONSE",
     "INVALID_REQUEST",
     "MALFORMED_RESPONSE",
+    "MCP_SERVER",
     "MISSING_CREDENTIAL",
     "QUOTA",
     "RATE_LIMIT",
@@ -36,6 +37,7 @@ __all__ = [
     "SESSION_LOG",
     "STARTUP",
     "STREAM_CLOSED",
+    "SUBAGENT_FAILED",
     "TIMEOUT",
     "TOOL_FAILED",
     "TOOL_NOT_RUN",
@@ -80,6 +82,8 @@ ErrorCode = Literal[
     "ABORTED_BEFORE_DISPATCH",
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
+    "MCP_SERVER",
+    "SUBAGENT_FAILED",
 ]
 """Every code but ``HTTP_<status>``; each has its constant below, which says what it means.
 mypy rejects any other string where a code is expected (``LlmError("x", "ABORTD")``)."""
@@ -142,6 +146,10 @@ TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
 """Found on load: the model asked for the call, and the process died before it started."""
 TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
 """Found on load: the call was running when the process died; what it did is unknown."""
+MCP_SERVER: Final = "MCP_SERVER"
+"""An MCP server could not be started or reached, or went away during a call (SPEC 13)."""
+SUBAGENT_FAILED: Final = "SUBAGENT_FAILED"
+"""A subagent's turn did not end with an answer (SPEC 13); the message says how it ended."""
 
 
 def http_status_code(status: int) -> HttpStatusCode:

@@ -6,10 +6,11 @@
         print(f"[turn failed {end.failure.code}] {end.failure.message}")
 
 A turn is one or more *steps*; a step is one request to the model. When the answer asks for
-tool calls, the loop runs them one at a time, in the model's order, and sends their results in
-the next step, until the model answers without calls, the step limit is reached, a step fails,
-or the turn is cancelled. What each step writes, and when it is fsynced, is listed in
-:mod:`dsh_core.events`; the design note is ``docs/notes/2026-12-01-agent-steps.md``.
+tool calls, the loop runs them (:mod:`dsh_core.calls`: free reads side by side, anything else
+alone, results in the model's order) and sends their results in the next step, until the model
+answers without calls, the step limit is reached, a step fails, or the turn is cancelled. What
+each step writes, and when it is fsynced, is listed in :mod:`dsh_core.events`; the design note
+is ``docs/notes/2026-12-01-agent-steps.md``.
 
 Every turn ends with exactly one :class:`~dsh_core.events.TurnEnd`, and before it, every call
 the model asked for has its result in the log, so the next request is always valid: calls not
@@ -38,17 +39,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from .approval import ApprovalPolicy, allowed
+from .approval import ApprovalPolicy
+from .calls import Nested as Nested
+from .calls import StepCalls, cancelled_failure
+from .calls import ToolFinished as ToolFinished
+from .calls import ToolStarting as ToolStarting
 from .cancel import Cancellation, external_reason
 from .compaction import Compacted, Compacting, WindowKeeper
 from .errors import (
     ABORTED,
-    ABORTED_BEFORE_DISPATCH,
     CONTEXT_WINDOW_EXCEEDED,
     SESSION_LOG,
     TOOL_NOT_RUN,
@@ -59,13 +62,10 @@ from .errors import (
     UsageError,
 )
 from .events import (
-    ApprovalDecided,
     RetryScheduled,
     StepUsage,
     SystemPrompt,
-    ToolCallStarted,
     ToolOutput,
-    ToolResult,
     TurnEnd,
     TurnStart,
     UserText,
@@ -78,7 +78,6 @@ from .llm import (
     Event,
     Message,
     RetryNotice,
-    ToolCall,
 )
 from .masking import mask
 from .session import SessionLog
@@ -92,6 +91,7 @@ __all__ = [
     "Compacting",
     "Conversation",
     "LoopEvent",
+    "Nested",
     "Observer",
     "PreTurnHook",
     "ToolFinished",
@@ -119,28 +119,7 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolStarting:
-    """Live event: the model asked for ``call``; sent before it is approved and run."""
-
-    call: ToolCall
-    summary: str
-    """One line: ``$ pytest -q``, ``src/app.py``."""
-    note: str = ""
-    """What the call runs under, e.g. ``(sandboxed: writes only /src, no network)``."""
-    preview: str = ""
-    """What the call will change, as the approval question shows it: a diff for ``edit``."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolFinished:
-    """Live event: the call's result is in the log."""
-
-    call: ToolCall
-    result: ToolResult
-
-
-LoopEvent = Event | ToolStarting | ToolFinished | TurnFailed | Compacting | Compacted
+LoopEvent = Event | ToolStarting | ToolFinished | Nested | TurnFailed | Compacting | Compacted
 """What an observer of :meth:`Conversation.run_turn` receives, in order."""
 
 Observer = Callable[[LoopEvent], None]
@@ -407,14 +386,15 @@ class Conversation:
                 return self._end(
                     TurnEnd(turn.number, "max-tokens" if limited else "completed"), turn
                 )
+            calls = StepCalls(
+                self.log, self.toolbox, self.approval, self._cancel, turn.number, number, on_event
+            )
             if limited:
                 not_run = _not_run(TOOL_NOT_RUN, "not run: the output token limit was reached")
                 for call in step.calls:
-                    self._answer(turn, call, not_run, on_event)
+                    calls.answer(call, not_run)
                 return self._end(TurnEnd(turn.number, "max-tokens"), turn)
-            for call in step.calls:
-                self._cancel.check()
-                await self._run_call(turn, call, on_event)
+            await calls.run(step.calls)
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest:
         """The request a step of this conversation sends, carrying ``messages``."""
@@ -455,54 +435,6 @@ class Conversation:
         self.log.append(step.record(turn.number, interrupted=interrupted))
         if step.usage is not None:
             self.log.append(StepUsage(turn.number, step.number, step.usage))
-
-    async def _run_call(self, turn: _Turn, call: ToolCall, on_event: Observer) -> None:
-        assert turn.step is not None
-        cancellation = self._cancel
-        try:
-            invocation = self.toolbox.prepare(call)
-        except Exception as exc:  # bad arguments, or a tool that could not be set up
-            on_event(ToolStarting(call, self.toolbox.describe(call)))
-            self._answer(turn, call, ToolOutput.failed(exc), on_event)
-            return
-        # The prepared summary may say more than the arguments do (where a link leads).
-        on_event(ToolStarting(call, invocation.summary, invocation.access.note, invocation.preview))
-        with cancellation.phase():
-            try:
-                outcome = await self.approval.decide(call, invocation)
-            except asyncio.CancelledError:
-                if cancellation.reason is not None:  # Ctrl-C at the question
-                    self.log.append(ApprovalDecided(turn.number, call.id, "cancelled"))
-                raise
-        if outcome is not None:
-            reason = self.approval.reasons.get(call.id)  # a no with a reason: the person's words
-            self.log.append(ApprovalDecided(turn.number, call.id, outcome, reason and mask(reason)))
-        if not allowed(outcome):
-            assert outcome is not None
-            refusal = self.approval.refusal(call, invocation.access, outcome)
-            self._answer(turn, call, ToolOutput.failed(refusal), on_event)
-            return
-        step = turn.step.number
-        started = ToolCallStarted(turn.number, step, call.id, call.name, call.arguments)
-        self.log.append(started, durable=invocation.access.changes_anything)
-        with cancellation.phase():
-            try:
-                output = await invocation.run()
-            except Exception as exc:  # a tool's failure is a result for the model, not the turn's
-                output = ToolOutput.failed(exc)
-        # A tool may stop on a cancellation and return its partial output instead of raising:
-        # the output is kept, and the next check ends the turn.
-        self._answer(turn, call, output, on_event)
-
-    def _answer(self, turn: _Turn, call: ToolCall, output: ToolOutput, on_event: Observer) -> None:
-        """Write the call's result (fsynced) and tell the observer."""
-        assert turn.step is not None
-        content = mask(output.content) or "(no output)"  # a file or a command may show the key
-        if content != output.content:
-            output = dataclasses.replace(output, content=content)
-        result = ToolResult(turn.number, turn.step.number, call.id, output)
-        self.log.append(result, durable=True)
-        on_event(ToolFinished(call, result))
 
     # -- how a turn ends -----------------------------------------------------------------------
 
@@ -555,10 +487,8 @@ class Conversation:
         if step is not None and not step.recorded and step.shown:
             self._record_step(turn, step, interrupted=True)
         if end.kind == "aborted":
-            stopped = FailureRecord(ABORTED, f"cancelled while running ({end.reason})")
-            not_run = FailureRecord(
-                ABORTED_BEFORE_DISPATCH, f"not started: the turn was cancelled ({end.reason})"
-            )
+            reason = end.reason or "cancelled"
+            stopped, not_run = cancelled_failure(reason, True), cancelled_failure(reason, False)
         else:  # a failure outside the tools (the observer, the log) ended the turn
             stopped = FailureRecord(ABORTED, f"stopped: the turn ended {end.kind}")
             not_run = FailureRecord(TOOL_NOT_RUN, f"not run: the turn ended {end.kind}")

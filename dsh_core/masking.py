@@ -13,12 +13,22 @@ until the next piece says whether it is.
 
 A value shorter than :data:`MIN_SECRET_CHARS` is not masked: a key like ``x`` or ``any`` (a
 local server's placeholder) is no secret anyone could keep, and masking it would mangle every
-sentence that holds those letters. Only the exact value is masked, not encodings of it (none
-of dsh's own paths encode the key; a server that base64-encodes it is out of reach).
+sentence that holds those letters.
+
+The common encodings of a value are masked too, as ``[DEEPSEEK_API_KEY as base64]``: base64
+(standard and URL-safe, at each of the three alignments the value can have in the encoded
+bytes, so the key inside a longer text is found too: only the characters that hold bits of
+the key alone), hex (either case), percent-encoding (every byte, either case) and the value
+reversed. A command the model runs could print any of them (``... | base64``). Any other
+transformation (pieces, rot13, a hex dump with spaces) gets through: masking is the last
+line; the first is that the key is in nothing a command can read (SPEC 10.5). A stream holds
+back only what could begin the exact value: an encoded form split between two pieces of a
+stream is not found (the model is never sent the key, so only a server could stream it).
 """
 
 from __future__ import annotations
 
+import binascii
 import threading
 
 __all__ = [
@@ -27,6 +37,7 @@ __all__ = [
     "SECRETS",
     "Secrets",
     "StreamMasker",
+    "encodings",
     "hide",
     "mask",
     "maskable",
@@ -50,27 +61,43 @@ class Secrets:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pairs: tuple[tuple[str, str], ...] = ()
-        """``(value, [NAME])``, longest value first, so a secret inside another loses."""
+        """``(value or an encoding of it, [NAME ...])``, longest first, so a secret inside
+        another loses."""
+        self._values: tuple[tuple[str, str], ...] = ()
+        """``(value, [NAME])``: what a stream holds back the start of."""
+        self._shortest = 0
+        """The length of the shortest string masked: a shorter text holds none."""
 
     def __bool__(self) -> bool:
         return bool(self._pairs)
 
     def hide(self, value: str, name: str = KEY_NAME) -> None:
-        """Mask ``value`` from now on (no-op for a value too short to be a secret)."""
+        """Mask ``value`` and its encodings from now on (no-op for a value too short to be a
+        secret)."""
         value = value.strip()
         if not maskable(value):
             return
         with self._lock:
-            pairs = {**dict(self._pairs), value: f"[{name}]"}
+            values = {**dict(self._values), value: f"[{name}]"}
+            pairs = dict(self._pairs)
+            for form, how in encodings(value):
+                pairs.setdefault(form, f"[{name} as {how}]")
+            pairs.update(values)
+            self._values = tuple(sorted(values.items(), key=lambda pair: -len(pair[0])))
             self._pairs = tuple(sorted(pairs.items(), key=lambda pair: -len(pair[0])))
+            self._shortest = len(self._pairs[-1][0])
 
     def clear(self) -> None:
         """Forget every secret (for tests: one test's key must not mask the next one's text)."""
         with self._lock:
-            self._pairs = ()
+            self._pairs = self._values = ()
+            self._shortest = 0
 
     def mask(self, text: str) -> str:
-        """``text`` with every secret's value replaced by its name in brackets."""
+        """``text`` with every secret's value (or an encoding of it) replaced by its name in
+        brackets."""
+        if len(text) < self._shortest:  # a streamed piece, mostly: nothing fits in it
+            return text
         for value, shown in self._pairs:
             if value in text:
                 text = text.replace(value, shown)
@@ -79,7 +106,7 @@ class Secrets:
     def held(self, text: str) -> int:
         """How many characters at the end of ``text`` could be the start of a secret."""
         longest = 0
-        for value, _ in self._pairs:
+        for value, _ in self._values:
             # Only a suffix that starts with the secret's first character can begin it.
             start = text.find(value[0], max(0, len(text) - len(value) + 1))
             while start >= 0:
@@ -88,6 +115,22 @@ class Secrets:
                     break
                 start = text.find(value[0], start + 1)
         return longest
+
+
+def encodings(value: str) -> list[tuple[str, str]]:
+    """The forms of ``value`` a command could print it in, each with the encoding's name;
+    each at least as long as a secret must be (:data:`MIN_SECRET_CHARS`)."""
+    data = value.encode()
+    forms = [(value[::-1], "reversed"), (data.hex(), "hex"), (data.hex().upper(), "hex")]
+    forms += [("".join(f"%{byte:02X}" for byte in data), "percent-encoding")]
+    forms += [("".join(f"%{byte:02x}" for byte in data), "percent-encoding")]
+    for offset in range(3):
+        # The characters whose six bits all come from the value, when it starts `offset`
+        # bytes into a group of three: the ones before and after depend on its neighbours.
+        encoded = binascii.b2a_base64(bytes(offset) + data, newline=False).decode()
+        core = encoded[-(-offset * 8 // 6) : (offset + len(data)) * 8 // 6]
+        forms += [(core, "base64"), (core.replace("+", "-").replace("/", "_"), "base64")]
+    return [(form, how) for form, how in forms if form != value and maskable(form)]
 
 
 SECRETS = Secrets()

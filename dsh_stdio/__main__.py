@@ -21,6 +21,11 @@ if __name__ == "__main__":
         _cwd = ""
     sys.path[:] = [entry for entry in sys.path if entry and os.path.realpath(entry) != _cwd]
 
+# httpx imports its command-line interface (click, pygments, rich) whenever they are installed,
+# and mcp's server half brings click: 15-25 ms of every start for code dsh never runs. An
+# entry of None makes that import fail, which httpx takes as "no CLI" (before httpx loads).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
 import signal
 
 # Until main() runs, Ctrl-C ends the process as the signal itself (status 130 in a shell)
@@ -35,10 +40,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from dsh_core.chain import error_chain
-from dsh_core.errors import HarnessError
-from dsh_core.loop import DEFAULT_INPUT_LIMIT
+from dsh_core.errors import HarnessError, UsageError
+from dsh_core.llm import ToolCall
+from dsh_core.loop import DEFAULT_INPUT_LIMIT, Conversation
 
-from .config import Config, StartupError, parse_config
+from .config import Config, StartupError, parse_config, with_servers
 from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
 from .status import EXIT_INTERNAL, EXIT_USAGE
@@ -76,7 +82,7 @@ async def _run(
 
     out, err = sys.stdout, sys.stderr
     try:
-        runtime = Runtime.open(config, out=out, err=err, terminal=out.isatty())
+        runtime = await Runtime.open(config, out=out, err=err, terminal=out.isatty())
     except (HarnessError, OSError) as exc:
         return _startup_failed(exc)
     try:
@@ -101,6 +107,8 @@ async def _run(
 
 def _stored(config: Config, terminal: bool) -> int:
     """``--sessions`` and ``--show``: read the store, write nothing to it."""
+    from dsh_core.skills import SkillCatalog, SkillTool
+    from dsh_core.subagent import SubagentTool
     from dsh_core.tools import Toolbox, Workspace, builtin_tools
 
     from .sessions import list_sessions, show_session
@@ -112,8 +120,26 @@ def _stored(config: Config, terminal: bool) -> int:
     assert config.show is not None
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
-    describe = Toolbox(builtin_tools(workspace)).describe
+    # Only describe() is used: these run nothing here.
+    subagent = SubagentTool(_no_child)
+    tools = [*builtin_tools(workspace), SkillTool(SkillCatalog(), workspace), subagent]
+    describe = Toolbox(tools).describe
     return show_session(config, config.show, sys.stdout, terminal=terminal, describe=describe)
+
+
+def _no_child(call: ToolCall) -> Conversation:
+    raise UsageError("--show and --sessions run no subagent")
+
+
+def _scrub_the_key_at_start() -> None:
+    """The key out of ``/proc/<dsh>/environ`` (SPEC 10.5): the variables a command is not
+    given (the key, and any holding its value) are overwritten in the block dsh started with;
+    ``os.environ`` keeps them for dsh."""
+    from dsh_core.startenv import scrub_start_environment
+    from dsh_core.tools.workspace import child_environment
+
+    given = child_environment(os.environ)
+    scrub_start_environment([name for name in os.environ if name not in given])
 
 
 def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int:
@@ -123,6 +149,7 @@ def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int
     does not offer to resume the session.
     """
     _fill_closed_descriptors()
+    _scrub_the_key_at_start()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--demo" in arguments:
         from .demo import run_demo
@@ -140,6 +167,10 @@ def main(argv: Sequence[str] | None = None, *, name_session: bool = True) -> int
             return _stored(config, sys.stdout.isatty())
         except (HarnessError, OSError) as exc:
             return _startup_failed(exc)
+    try:
+        config = with_servers(config)
+    except HarnessError as exc:
+        return _startup_failed(exc)
     if config.json and terminal and config.question is None:
         return _startup_failed(
             StartupError('--json is for pipes and one-shot runs: dsh --json "question"')

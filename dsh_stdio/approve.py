@@ -9,9 +9,11 @@
 One line plus details (SPEC 8, 10.10, 12): the default is the capital letter, and Enter takes
 it; ``n use uv`` is a no with a reason the model is told; ``a`` is offered only for a call
 that an "always" may cover, and for ``bash`` it covers the commands with the same first word;
-``v`` shows the whole diff when it was cut; anything else asks again. Every line of a command
-is on screen (blank lines counted, not shown), paths are resolved by the tool, and the model's
-words are quoted on their own lines, never in dsh's.
+``v`` shows all of the details when they were cut; anything else asks again. The question is
+laid out by display width (:mod:`.cells`): it fits the screen, blank runs are counted, and a
+call too long for it is cut by rows, saying so, never pushed out of sight by what the model
+wrote. Paths are resolved by the tool, and the model's words are quoted on their own lines,
+never in dsh's.
 
 Only the REPL builds a :class:`TerminalQuestion`; a pipe or a one-shot run has none, so the
 policy refuses what would need asking, and a line ``y`` on stdin stays a user turn.
@@ -29,16 +31,21 @@ from typing import Literal, TextIO
 
 from dsh_core.approval import Answer, Question
 
+from .cells import rows as rows_of
+from .cells import width
 from .render import clip, coloured_diff, compact, neutralise, quote, shown
 from .tty import STDIN, discard_typed_ahead
 
 __all__ = ["VIEW", "Layout", "TerminalQuestion", "parse_answer", "question_text"]
 
 VIEW: Literal["view"] = "view"
-"""What :func:`parse_answer` returns for ``v``: show the whole diff, then ask again."""
+"""What :func:`parse_answer` returns for ``v``: show all of the details, then ask again."""
 
 MIN_DIFF_LINES = 10
 """Lines of a diff shown however small the terminal is."""
+QUOTED_ROWS = 3
+"""Rows each of the model's own lines (a justification), each line of a diff, and the list of
+paths outside may take; the rest is cut, and counted."""
 NEWLINE = "\n"
 
 
@@ -53,7 +60,7 @@ class Layout:
     always: bool
     """``a`` is an answer: the call may be covered by an "always"."""
     whole: str
-    """The whole diff, when the details show only part of it (``v`` shows it); else ""."""
+    """All of the details, when they show only part of them (``v`` shows it); else ""."""
     hint: str
     """What to say when an answer is none of the choices."""
 
@@ -63,31 +70,21 @@ def question_text(
 ) -> Layout:
     """How ``question`` is shown on a terminal of ``rows`` x ``columns``.
 
-    The diff gets what is left of the screen once the rest of the question is on it, and at
-    least :data:`MIN_DIFF_LINES` lines; what does not fit is counted, and ``v`` shows it.
+    Everything is measured by the rows it takes (:mod:`.cells`), so that the question and the
+    tool line above it fit the screen: nothing the model wrote can push dsh's words, or the
+    start of what runs, out of sight (SPEC 10.10). A call too wide for the prompt line goes in
+    the details. The model's own words (a justification) and the paths outside get a few rows
+    each; the call what is left (half of it when a diff follows), the diff the rest, at least
+    :data:`MIN_DIFF_LINES`. Whatever is cut says so, and ``v`` shows all of it.
     """
     invocation = question.invocation
     access = invocation.access
+    name = neutralise(question.call.name)
     summary = compact(shown(invocation.summary))
-    first, _, rest = summary.partition("\n")
-    details: list[str] = []
-    if rest:
-        details.append(summary)  # every line of it, the prompt line names none
-    for what, text in invocation.quoted:
-        details.append(f"the model's {neutralise(what)}: {quote(text)}")
-    unnamed = [path for path in access.outside if path not in invocation.summary]
-    if unnamed:  # the summary names most of them already
-        details.append(f"(outside the working directory: {', '.join(map(neutralise, unnamed))})")
-    whole = ""
-    if invocation.preview:
-        diff = compact(neutralise(invocation.preview))
-        room = max(MIN_DIFF_LINES, rows - 3 - sum(text.count("\n") + 1 for text in details))
-        part, hidden = clip(diff, lines=room, chars=room * columns)
-        details.append(coloured_diff(part) if colour else part)
-        if hidden:
-            details.append(f"[diff cut: {hidden:,} more lines hidden; answer v to see all of it]")
-            whole = coloured_diff(diff) if colour else diff
-    call = f"the {summary.count(NEWLINE) + 1} lines above" if rest else first
+    lines = summary.split(NEWLINE)
+    inline = len(lines) == 1 and width(f"Allow {name}? {summary}") <= columns
+    call = summary if inline else f"the {len(lines)} lines above" if lines[1:] else "the call above"
+    body = "" if inline else "\n  ".join(lines)  # indented: no line can pass for one of dsh's
     note = f" {neutralise(access.note)}" if access.note else ""
     choices = ["[y]es", "[N]o"]
     if access.may_remember:
@@ -95,13 +92,61 @@ def question_text(
         choices.append(
             f'[a]lways for "{neutralise(scope)} ..."' if scope else "[a]lways this session"
         )
-    if whole:
+    words = [(f"the model's {neutralise(what)}: ", text) for what, text in invocation.quoted]
+    unnamed = [path for path in access.outside if path not in invocation.summary]
+    outside = [f"(outside the working directory: {', '.join(map(neutralise, unnamed))})"]
+    outside = outside if unnamed else []  # the summary names most of them already
+    diff = compact(neutralise(invocation.preview)) if invocation.preview else ""
+
+    # The short parts first, then the call, then the diff, each in the rows still free.
+    prompt_rows = rows_of(
+        f"Allow {name}? {call}{note} {' / '.join(choices)} / [v]iew all: ", columns
+    )
+    room = rows - prompt_rows - 1  # the tool line above the question
+    short = [prefix + quote(text, _quote_room(prefix, columns)) for prefix, text in words]
+    short += [clip(line, rows=QUOTED_ROWS, columns=columns).shown for line in outside]
+    room -= sum(rows_of(line, columns) for line in short)
+    details: list[str] = []
+    cut = False
+    if body:
+        kept, cut = _fit(body, max(2, room // 2 if diff else room), columns, "call")
+        details += kept
+        room -= sum(rows_of(line, columns) for line in NEWLINE.join(kept).split(NEWLINE))
+    details += short
+    if diff:
+        rows_left = max(MIN_DIFF_LINES + 1, room)
+        kept, diff_cut = _fit(diff, rows_left, columns, "diff", line_rows=QUOTED_ROWS)
+        details += [coloured_diff(kept[0]) if colour else kept[0], *kept[1:]]
+        cut = cut or diff_cut
+    whole_words = [prefix + quote(text, None) for prefix, text in words]
+    whole = ""
+    if cut or short != [*whole_words, *outside]:
+        whole_diff = coloured_diff(diff) if colour else diff
+        whole = NEWLINE.join(part for part in (body, *whole_words, *outside, whole_diff) if part)
         choices.append("[v]iew all")
-    prompt = f"Allow {neutralise(question.call.name)}? {call}{note} {' / '.join(choices)}: "
+    prompt = f"Allow {name}? {call}{note} {' / '.join(choices)}: "
     hint = "please answer y or n (Enter is no; after n, what to do instead: n use uv)"
     hint += ", a for always" if access.may_remember else ""
-    hint += ", v to see the whole diff" if whole else ""
-    return Layout("\n".join(details), prompt, access.may_remember, whole, hint)
+    hint += ", v to see all of it" if whole else ""
+    return Layout(NEWLINE.join(details), prompt, access.may_remember, whole, hint)
+
+
+def _fit(
+    text: str, rows: int, columns: int, what: str, *, line_rows: int | None = None
+) -> tuple[list[str], bool]:
+    """``text`` in at most ``rows`` rows (each line in at most ``line_rows``): whole, or cut
+    with the notice saying so (within the rows); and whether it was cut."""
+    part = clip(text, rows=rows, columns=columns, line_rows=line_rows)
+    if not (part.hidden or part.cut_short):
+        return [part.shown], False
+    part = clip(text, rows=max(1, rows - 1), columns=columns, line_rows=line_rows)
+    return [part.shown, part.notice(what)], True
+
+
+def _quote_room(prefix: str, columns: int) -> int:
+    """Columns of the model's words that :data:`QUOTED_ROWS` rows hold after ``prefix``, room
+    left for the count of what is cut."""
+    return max(8, QUOTED_ROWS * columns - width(prefix) - 30)
 
 
 _NO_BECAUSE = re.compile(r"no?[\s,:;.!-]+(\S.*)", re.IGNORECASE | re.DOTALL)

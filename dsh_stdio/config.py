@@ -7,6 +7,7 @@ from ``DEEPSEEK_API_KEY``: keys never go on a command line, where ``ps`` would s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -21,6 +22,7 @@ from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.errors import MISSING_CREDENTIAL, STARTUP, Code, HarnessError
 from dsh_core.loop import DEFAULT_MAX_STEPS
 from dsh_core.masking import hide
+from dsh_core.mcp.spec import SERVER_NAME, ServerSpec
 from dsh_core.tools.sandbox import SandboxMode
 from dsh_core.urls import is_local, redact_url
 
@@ -32,6 +34,7 @@ __all__ = [
     "SandboxMode",
     "StartupError",
     "parse_config",
+    "with_servers",
 ]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
@@ -94,6 +97,8 @@ class Config:
     """``--thinking on|off``; None: the model's default."""
     reasoning_effort: str | None = None
     """``--reasoning-effort``: sent as it is; None sends none."""
+    servers: tuple[ServerSpec, ...] = ()
+    """The MCP servers ``$DSH_HOME/config.toml`` configures (read for a chat only)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -152,7 +157,8 @@ def _build_parser() -> _Parser:
         action="append",
         metavar="WHAT",
         help="let tools run without asking: read (outside this directory), write, shell, "
-        "all (those three), network (for sandboxed commands); comma-separated, repeatable",
+        "all (those three), network (for sandboxed commands), mcp (every MCP server's tools), "
+        "mcp:NAME (one server's); comma-separated, repeatable",
     )
     parser.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     parser.add_argument(
@@ -357,16 +363,32 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     )
 
 
+def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Config:
+    """``config`` with the MCP servers of ``$DSH_HOME/config.toml``; ``--allow mcp:NAME`` must
+    name one of them. Raises :class:`~.config_file.ConfigFileError` for a bad file."""
+    from .config_file import read_config_file
+
+    servers = read_config_file(config.home, os.environ if environ is None else environ)
+    known = [server.name for server in servers]
+    for grant in sorted(config.allow):
+        if grant.startswith("mcp:") and grant[4:] not in known:
+            raise StartupError(
+                f"--allow {grant}: no MCP server {grant[4:]!r} in {config.home}/config.toml "
+                f"(configured: {', '.join(known) or 'none'})"
+            )
+    return dataclasses.replace(config, servers=servers)
+
+
 def _grants(values: Sequence[str]) -> frozenset[Grant]:
     grants: set[Grant] = set()
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
     for name in names:
         if name == "all":
             grants |= TOOL_GRANTS
-        elif name in ALL_GRANTS:
-            grants.add(name)
+        elif name in ALL_GRANTS or (name.startswith("mcp:") and SERVER_NAME.fullmatch(name[4:])):
+            grants.add(name)  # the server's name is checked against the file (with_servers)
         else:
-            choices = ", ".join(sorted(ALL_GRANTS)) + ", all"
+            choices = ", ".join(sorted(ALL_GRANTS)) + ", all, mcp:NAME"
             raise StartupError(f"--allow takes {choices}; not {name!r}")
     return frozenset(grants)
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import assert_never
 
 from dsh_core.chain import error_chain
@@ -24,8 +25,13 @@ from dsh_core.events import ToolResult, TurnEnd
 from dsh_core.llm import RetryNotice, ToolCall, Usage
 from dsh_core.tools.base import count_lines
 
+from .cells import cut, width
+from .cells import rows as rows_of
+
 __all__ = [
     "INTERRUPTED_LINE",
+    "WIDE_BLANKS",
+    "Clipped",
     "clip",
     "coloured_diff",
     "compact",
@@ -120,7 +126,7 @@ def tool_result_line(call: ToolCall, result: ToolResult) -> str:
 OUTPUT_TAIL_LINES = 5
 """Lines of a command's output shown under its result line on a terminal."""
 _TAIL_WIDTH = 200
-"""Characters of one such line; the model got all of it."""
+"""Columns of one such line; the model got all of it."""
 _EXIT_MARKER = re.compile(r"\[exit code: -?\d+\]")
 
 
@@ -137,7 +143,7 @@ def output_tail(result: ToolResult, limit: int = OUTPUT_TAIL_LINES) -> list[str]
     if lines and _EXIT_MARKER.fullmatch(lines[-1]):
         lines.pop()
     return [
-        line if len(line) <= _TAIL_WIDTH else line[: _TAIL_WIDTH - 1] + "…"
+        line if width(line) <= _TAIL_WIDTH else cut(line, _TAIL_WIDTH - 1) + "…"
         for line in lines[-limit:]
     ]
 
@@ -167,16 +173,39 @@ def usage_line(usage: Usage | None, seconds: float) -> str:
     return f"{line}, {seconds:.2f} s"
 
 
-# What a terminal must never receive raw (SPEC 10.9): C0 controls but TAB and LF, DEL, C1
-# controls; the invisible and format characters that hide, join or reorder what is shown
-# (zero-width space and joiners, marks, bidi embeddings, overrides and isolates, word joiner
-# and invisible operators, the BOM, the tag characters, the soft hyphen, Arabic letter mark,
-# Mongolian vowel separator, deprecated format controls, interlinear annotation); the line and
-# paragraph separators; and lone surrogates, which no UTF-8 stream can write.
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
+# What a terminal must never receive raw (SPEC 10.9), by Unicode property: controls (Cc) but
+# TAB and LF, format characters (Cf: zero-width, joiners, marks, bidi embeddings, overrides and
+# isolates, the BOM, tags, the soft hyphen, Egyptian and shorthand format controls, ...),
+# surrogates (Cs: no UTF-8 stream can write a lone one), private use (Co: no agreed glyph), the
+# line and paragraph separators (Zl, Zp); the default-ignorable code points that are none of
+# these (variation selectors, the combining grapheme joiner U+034F, the Khmer inherent vowels,
+# the code points Unicode reserves as ignorable), among them the Hangul fillers, which render
+# as blank columns; and the braille blank U+2800, which does too. Written out as ranges (for
+# Unicode 14, Python 3.11's), so that nothing is computed at startup;
+# tests/dsh_stdio/test_render.py derives the same set from ``unicodedata`` and fails when a
+# newer Unicode adds to it.
+_UNSAFE_BMP = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f"  # Cc, but TAB and LF
+    "\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"  # Cf
+    "\u2028\u2029"  # Zl, Zp
+    "\ud800-\udfff"  # Cs
+    "\ue000-\uf8ff"  # Co
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2065\u3164\ufe00-\ufe0f\uffa0"
+    "\ufff0-\ufff8"  # Default_Ignorable_Code_Point, the rest of it
+    "\u2800"  # braille pattern blank
 )
+_UNSAFE_ASTRAL = (
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"  # Cf
+    "\U000e0000-\U000e0fff"  # tags (Cf) and the rest of Default_Ignorable_Code_Point
+    "\U000f0000-\U000ffffd\U00100000-\U0010fffd"  # Co
+)
+_UNSAFE = re.compile(f"[{_UNSAFE_BMP}{_UNSAFE_ASTRAL}]")
+_SCAN = re.compile(f"[{_UNSAFE_BMP}\U00010000-\U0010ffff]")
+"""What :func:`neutralise` looks at: every character beyond the BMP is judged one by one
+(emoji, mostly: rare), since a class with many ranges there is scanned three times slower."""
+_SCAN_ASCII = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+"""The same for ASCII text, the common case."""
 _SURROGATES = re.compile("[\ud800-\udfff]")
 """Halves of a UTF-16 pair, alone: a model can send one (``"\\ud800"``), and no UTF-8 stream
 can write it."""
@@ -185,11 +214,24 @@ can write it."""
 def _visible(match: re.Match[str]) -> str:
     char = match.group()
     code = ord(char)
+    if code > 0xFFFF and not _UNSAFE.match(char):
+        return char
+    if code == 0xFE0F and _presents(match.string, match.start()):
+        return char
     if code < 0x20:
         return "^" + chr(code + 0x40)  # caret notation: ESC is ^[, BEL is ^G
     if code == 0x7F:
         return "^?"
     return f"<U+{code:04X}>"
+
+
+def _presents(text: str, at: int) -> bool:
+    """Whether the U+FE0F at ``at`` only asks for the emoji form of the visible character before
+    it (``⚠️``), as models write daily: one selector, shown where nothing else is hidden. A run
+    of selectors (which can carry a hidden message) or one after a blank is shown visibly."""
+    if at == 0 or text[at - 1].isspace() or _UNSAFE.match(text, at - 1):
+        return False
+    return at + 1 == len(text) or not _UNSAFE.match(text, at + 1)
 
 
 def writable(text: str) -> str:
@@ -203,24 +245,36 @@ def neutralise(text: str) -> str:
 
     Every byte dsh shows a person goes through it: model text on a terminal, notices, tool
     lines, questions and diffs, reasoning, ``--show`` and ``--sessions``."""
-    return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
+    scan = _SCAN_ASCII if text.isascii() else _SCAN
+    return scan.sub(_visible, text.replace("\r\n", "\n"))
+
+
+_NOT_A_SEPARATOR = re.compile("[\xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+"""Spaces that bash does not split words at: ``ls\u00a0/../run.sh`` is one word, a path."""
 
 
 def shown(command: str) -> str:
-    """A command (or any call summary) made inert, its carriage returns kept visible: a CR is
-    part of what runs (``ls\\r`` is not ``ls``), never folded into a line end."""
-    return neutralise(command.replace("\r", "^M"))
+    """A command (or any call summary) made inert, with what it is made of kept visible: a CR
+    is part of what runs (``ls\\r`` is not ``ls``), never folded into a line end, and a space
+    that is no space to bash (NBSP, U+2003, ...) is shown by its code (``ls<U+00A0>/x``)."""
+    text = neutralise(command.replace("\r", "^M"))
+    return _NOT_A_SEPARATOR.sub(_visible, text) if not text.isascii() else text
 
 
-_WIDE_SPACE = re.compile(r"[^\S\n]{80,}")
-"""A run of blanks wider than a terminal line: it could push the rest of a line (and the lines
-after it) out of sight."""
+WIDE_BLANKS = 80
+"""Columns from which a run of blanks inside a line is counted instead of shown: as wide as a
+terminal line, it could push the rest of the line (and the lines after it) out of sight."""
+_BLANKS = re.compile(r"[^\S\n]{2,}")
+_REPEATED = re.compile(r"(<U\+[0-9A-F]{4,6}>|\^[@-_?])\1{3,}")
+"""Four or more of the same neutralised character in a row (``<U+2800><U+2800>...``)."""
 
 
 def compact(text: str) -> str:
-    """``text`` (already neutralised) with nothing that could hide a line: each run of two or
-    more blank lines becomes one ``[60 blank lines]``, a blank line is empty, and a run of 80
-    or more blanks inside a line becomes ``[5,000 spaces]`` (SPEC 10.10)."""
+    """``text`` (already neutralised) with nothing that could hide a line (SPEC 10.10): each run
+    of two or more blank lines becomes one ``[60 blank lines]``, a blank line is empty, a run of
+    blanks as wide as a line (:data:`WIDE_BLANKS` columns, wide spaces counting two) becomes
+    ``[5,000 spaces]`` (``[70 blanks]`` when not all are spaces), and a run of the same
+    invisible character, shown by its code, becomes ``[3,000 x <U+2800>]``."""
     out: list[str] = []
     blank = 0
     for line in text.split("\n"):
@@ -229,7 +283,9 @@ def compact(text: str) -> str:
             continue
         _blank_lines(out, blank)
         blank = 0
-        out.append(_WIDE_SPACE.sub(_spaces, line))
+        if "<U+" in line or "^" in line:
+            line = _REPEATED.sub(_repeated, line)
+        out.append(_BLANKS.sub(_blanks, line))
     _blank_lines(out, blank)
     return "\n".join(out)
 
@@ -241,34 +297,76 @@ def _blank_lines(out: list[str], count: int) -> None:
         out.append(f"[{count:,} blank lines]")
 
 
-def _spaces(match: re.Match[str]) -> str:
-    return f"[{len(match.group()):,} spaces]"
+def _blanks(match: re.Match[str]) -> str:
+    run = match.group()
+    if width(run) < WIDE_BLANKS:
+        return run
+    return f"[{len(run):,} {'spaces' if run.count(' ') == len(run) else 'blanks'}]"
 
 
-def clip(text: str, *, lines: int, chars: int) -> tuple[str, int]:
-    """The first lines of ``text`` that fit in ``lines`` lines and ``chars`` characters, and
-    how many lines were left out."""
-    parts = text.split("\n")
-    size = 0
-    for index, line in enumerate(parts):
-        size += len(line) + 1
-        if index >= lines or size > chars:
-            return "\n".join(parts[:index]), len(parts) - index
-    return text, 0
+def _repeated(match: re.Match[str]) -> str:
+    token = match.group(1)
+    return f"[{len(match.group()) // len(token):,} x {token}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Clipped:
+    """What :func:`clip` kept of a text, and what it left out."""
+
+    shown: str
+    hidden: int
+    """Lines not shown at all."""
+    cut_short: int
+    """Lines shown by their start only, each ending in "…": too long for the rows there were."""
+
+    def notice(self, what: str) -> str:
+        """``[diff cut: 12 more lines hidden; answer v to see all of it]``; "" if nothing is."""
+        parts = []
+        if self.cut_short:
+            many = self.cut_short > 1
+            parts.append(f"the end{'s' if many else ''} of {self.cut_short if many else 'a'} ")
+            parts[-1] += f"long line{'s' if many else ''}"
+        if self.hidden:
+            parts.append(f"{self.hidden:,} more line{'' if self.hidden == 1 else 's'}")
+        if not parts:
+            return ""
+        return f"[{what} cut: {' and '.join(parts)} hidden; answer v to see all of it]"
+
+
+def clip(text: str, *, rows: int, columns: int, line_rows: int | None = None) -> Clipped:
+    """The first lines of ``text`` that fit in ``rows`` rows of a terminal ``columns`` wide,
+    each line taking the rows its display width needs. A line too long for the rows left, or
+    for ``line_rows`` (when given), is shown by its start, ending in "…"."""
+    lines = text.split("\n")
+    out: list[str] = []
+    used = short = 0
+    for index, line in enumerate(lines):
+        left = rows - used
+        if left <= 0:
+            return Clipped("\n".join(out), len(lines) - index, short)
+        most = left if line_rows is None else min(left, line_rows)
+        taken = rows_of(line, columns)
+        if taken > most:
+            line, taken, short = cut(line, most * columns - 1) + "…", most, short + 1
+        out.append(line)
+        used += taken
+    return Clipped("\n".join(out), 0, short)
 
 
 _QUOTE_LIMIT = 1_000
-"""Characters of the model's words a question quotes; the rest is counted."""
+"""Columns of the model's words a question quotes by default; the rest is counted."""
 
 
-def quote(text: str) -> str:
+def quote(text: str, limit: int | None = _QUOTE_LIMIT) -> str:
     """The model's words as one inert, quoted line: ``"..."`` with its quotes and line breaks
-    escaped, so it can neither end the quote nor start a line of its own."""
+    escaped, so it can neither end the quote nor start a line of its own; cut at ``limit``
+    columns (None: whole), with a count of what was left out."""
     import json
 
-    cut = len(text) - _QUOTE_LIMIT
-    quoted = neutralise(json.dumps(text[:_QUOTE_LIMIT], ensure_ascii=False))
-    return f"{quoted} [{cut:,} more characters]" if cut > 0 else quoted
+    kept = text if limit is None else cut(text, limit)
+    quoted = neutralise(json.dumps(kept, ensure_ascii=False))
+    left = len(text) - len(kept)
+    return f"{quoted} [{left:,} more characters]" if left > 0 else quoted
 
 
 _DIFF_COLOURS = (("+++ ", "1"), ("--- ", "1"), ("@@", "36"), ("+", "32"), ("-", "31"))

@@ -30,7 +30,7 @@ from .signals import Stopper
 from .status import EXIT_OK
 from .tty import colour_wanted
 
-__all__ = ["COMMANDS", "run_repl"]
+__all__ = ["COMMANDS", "mcp_text", "run_repl"]
 
 COMMANDS = {
     "/help": "show this help",
@@ -41,6 +41,7 @@ COMMANDS = {
     "/compact": "summarise the conversation now, to free room in the context window",
     "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, grants",
+    "/mcp": "the MCP servers: how each is reached, its state, its tools",
     "//TEXT": "send a message that starts with / (//etc/hosts sends /etc/hosts)",
 }
 
@@ -139,6 +140,8 @@ class _Commands:
                 self._say(_usage_text(self._runtime))
             case "/session":
                 self._say(_session_text(self._runtime))
+            case "/mcp":
+                self._say(mcp_text(self._runtime))
             case _:
                 commands = " ".join(c.split()[0] for c in COMMANDS if not c.startswith("//"))
                 self._say(f"unknown command {name}; commands: {commands}")
@@ -220,6 +223,23 @@ def _session_text(runtime: Runtime) -> str:
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name.ljust(width)}  {neutralise(value)}" for name, value in rows)
+
+
+def mcp_text(runtime: Runtime) -> str:
+    """``/mcp``: each server, how it is reached, its state (and why, when it is not running),
+    the names its tools are offered under. Neutralised by the caller: these are its words."""
+    servers = runtime.servers
+    if servers is None:
+        where = runtime.config.home / "config.toml"
+        off = " (--no-tools)" if not runtime.config.tools and runtime.config.servers else ""
+        return f"no MCP servers{off}; they are configured in {where}"
+    lines = []
+    for status in servers.status():
+        state = f"{status.state}: {status.detail}" if status.detail else status.state
+        lines.append(f"{status.name} ({status.where}): {state}")
+        if status.tools:
+            lines.append(f"  tools: {', '.join(status.tools)}")
+    return "\n".join(lines)
 
 
 def _window_text(window: int | None) -> str:

@@ -11,7 +11,7 @@ import contextlib
 import os
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
@@ -25,9 +25,12 @@ from dsh_core.deepseek import (
 )
 from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.events import TurnEnd
+from dsh_core.llm import ToolCall
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.tools import Launcher, Toolbox, Workspace, builtin_tools
+from dsh_core.skills import SkillCatalog, SkillTool, discover_skills, skills_section
+from dsh_core.subagent import CHILD_TOOLS, SubagentTool
+from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
 from dsh_core.tools.sandbox import (
     INSTALL_HINT,
     AutoSandbox,
@@ -43,6 +46,9 @@ from .render import INTERRUPTED_LINE, neutralise
 from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
+
+if TYPE_CHECKING:
+    from dsh_core.mcp.servers import McpServers
 
 __all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime"]
 
@@ -79,10 +85,13 @@ class Runtime:
     """A turn could not be written to the session log."""
     output_failed: bool = False
     """Standard output refused a write (a full disk, a closed descriptor)."""
+    servers: McpServers | None = None
+    """The MCP servers of this run (started before the first session's tools are made)."""
 
     @classmethod
-    def open(cls, config: Config, *, out: TextIO, err: TextIO, terminal: bool) -> Runtime:
-        """Create or resume the session the flags ask for; say what loading repaired."""
+    async def open(cls, config: Config, *, out: TextIO, err: TextIO, terminal: bool) -> Runtime:
+        """Create or resume the session the flags ask for; say what loading repaired; start
+        the MCP servers the configuration file names."""
         model = _adapter(config, terminal=terminal)
         model.check_key()  # a key that cannot be sent fails here, before a session exists
         if config.base_url.endswith(CHAT_PATH):
@@ -108,10 +117,29 @@ class Runtime:
                 log, report = found
         else:
             log, report = store.create(cwd), None
+        if log.parent is not None:
+            log.close()
+            parent = log.parent.get("session")
+            raise StartupError(
+                f"session {log.id} is a subagent's (of session {parent}): it cannot be resumed; "
+                f"dsh --show {log.id} shows it, dsh -r {parent} resumes its parent"
+            )
         if report is not None:
             for notice in report.notices:
                 err.write(f"dsh: {neutralise(notice)}\n")  # paths may hold anything
-        runtime = cls(config, store, model, log, err)
+        servers = None
+        if config.servers and config.tools:
+            from dsh_core.mcp.servers import McpServers
+
+            servers = McpServers(
+                config.servers,
+                stderr_dir=log.path.parent,
+                environment=child_environment(),
+                workdir=Path.cwd(),
+            )
+            for warning in await servers.start():
+                err.write(f"dsh: {neutralise(warning)}\n")  # a server's words
+        runtime = cls(config, store, model, log, err, servers=servers)
         if config.json:
             view = runtime.view(out, terminal=False)  # it shows the log from here on
             if report is not None and report.appended:
@@ -150,6 +178,7 @@ class Runtime:
         config = self.config
         cwd = Path.cwd()
         toolbox = Toolbox()
+        skills = SkillCatalog()
         self.launcher = None
         if config.tools:
             output_dir = log.path.parent / TOOL_OUTPUT_DIR
@@ -160,13 +189,18 @@ class Runtime:
                 network="network" in config.allow,
                 on_chosen=self._sandbox_chosen,
             )
-            toolbox = Toolbox(builtin_tools(workspace, launcher=lambda: launcher))
+            skills = discover_skills(cwd)
+            self._warn(skills.warnings)
+            tools: list[Tool] = builtin_tools(workspace, launcher=lambda: launcher)
+            if skills.skills:
+                tools.append(SkillTool(skills, workspace))
+            tools.append(SubagentTool(lambda call: self._child(log, call, skills)))
+            if self.servers is not None:
+                tools += self.servers.tools(output_dir)
+            toolbox = Toolbox(tools)
         prompt: str | None = None
         if not log.events:  # a resumed session keeps the system prompt it recorded
-            context = system_prompt(cwd, tools=toolbox.names, first_part=config.system)
-            for warning in context.warnings:
-                self.err.write(f"dsh: {neutralise(warning)}\n")  # file names from a repository
-            prompt = context.text or None
+            prompt = self._system_prompt(cwd, toolbox, skills, warn=True)
         return Conversation(
             self.model,
             log,
@@ -180,6 +214,47 @@ class Runtime:
             toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
+        )
+
+    def _system_prompt(
+        self, cwd: Path, toolbox: Toolbox, skills: SkillCatalog, *, warn: bool
+    ) -> str | None:
+        context = system_prompt(cwd, tools=toolbox.names, first_part=self.config.system)
+        if warn:
+            self._warn(context.warnings)
+        return (context.text + skills_section(skills.skills)) or None
+
+    def _warn(self, warnings: tuple[str, ...]) -> None:
+        for warning in warnings:
+            self.err.write(f"dsh: {neutralise(warning)}\n")  # file names from a repository
+
+    def _child(self, parent: SessionLog, call: ToolCall, skills: SkillCatalog) -> Conversation:
+        """A subagent's conversation for ``call`` of the session ``parent`` (SPEC 13)."""
+        config = self.config
+        cwd = Path.cwd()
+        log = self.store.create(cwd, parent=parent, call_id=call.id)
+        workspace = Workspace.at(cwd, log.path.parent / TOOL_OUTPUT_DIR, dsh_home=config.home)
+        tools = [tool for tool in builtin_tools(workspace) if tool.spec.name in CHILD_TOOLS]
+        if skills.skills:
+            tools.append(SkillTool(skills, workspace))
+        toolbox = Toolbox(tools)
+        parent_now = self.conversation  # /model and /think apply to its subagents too
+        return Conversation(
+            self.model,
+            log,
+            model_name=parent_now.model_name,
+            max_tokens=config.max_tokens,
+            max_steps=config.max_steps,
+            context_window=parent_now.context_window,
+            auto_compact=parent_now.auto_compact,
+            thinking=parent_now.thinking,
+            reasoning_effort=parent_now.reasoning_effort,
+            toolbox=toolbox,
+            # Nobody can be asked from inside a call: what needs a question is refused.
+            approval=ApprovalPolicy(
+                config.allow & {"read"}, None, unattended="a subagent cannot ask anyone"
+            ),
+            system_prompt=self._system_prompt(cwd, toolbox, skills, warn=False),
         )
 
     def _close_log(self, log: SessionLog) -> bool:
@@ -299,6 +374,8 @@ class Runtime:
     async def close(self) -> bool:
         """Close the log and the model; True when the session was kept (it has turns)."""
         kept = self._close_log(self.conversation.log)
+        if self.servers is not None:
+            await self.servers.close()
         await self.model.close()
         return kept
 

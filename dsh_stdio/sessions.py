@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -42,8 +43,15 @@ from dsh_core.events import (
     UserText,
 )
 from dsh_core.llm import TextDelta, ToolCall
-from dsh_core.loop import Compacted, ToolFinished, ToolStarting
-from dsh_core.session import LOG_NAME, SessionEvent, SessionStore, SessionSummary, read_log
+from dsh_core.loop import Compacted, Nested, ToolFinished, ToolStarting
+from dsh_core.session import (
+    LOG_NAME,
+    SUBAGENTS_DIR,
+    SessionEvent,
+    SessionStore,
+    SessionSummary,
+    read_log,
+)
 from dsh_core.tools import Toolbox
 
 from .config import Config
@@ -113,7 +121,11 @@ def print_listing(
         return EXIT_OK
     header = ["SESSION", "LAST ACTIVITY", "TURNS", "LAST TURN"]
     header += ["DIRECTORY", "FIRST MESSAGE"] if all_directories else ["FIRST MESSAGE"]
-    rows = [header, *(_row(summary, all_directories) for summary in summaries)]
+    rows = [header]
+    for summary in summaries:
+        rows.append(_row(summary, all_directories))
+        # A subagent's session, under the session whose call ran it.
+        rows.extend(_row(child, all_directories, nested=True) for child in store.children(summary))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
@@ -128,10 +140,11 @@ def print_listing(
     return EXIT_OK
 
 
-def _row(summary: SessionSummary, directory: bool) -> list[str]:
+def _row(summary: SessionSummary, directory: bool, *, nested: bool = False) -> list[str]:
     updated = summary.updated.astimezone().strftime("%Y-%m-%d %H:%M")  # local time
     turns = f"{summary.turns} turn{'' if summary.turns == 1 else 's'}"
-    row = [_safe(summary.id), updated, turns, _end_text(summary)]
+    name = f"  subagent {_safe(summary.id)}" if nested else _safe(summary.id)
+    row = [name, updated, turns, _end_text(summary)]
     if directory:
         row.append(_safe(summary.cwd) if summary.cwd is not None else "?")
     row.append(_first_line(summary.first_user))
@@ -221,7 +234,9 @@ def print_transcript(
     session = read_log(path)
     if session.cwd is not None and session.cwd != os.path.abspath(cwd):
         _note(err, f"session {session.id} was started in {session.cwd}")
-    replay = replay_events(session.events, out, err, terminal, describe or Toolbox().describe)
+    replay = replay_events(
+        session.events, out, err, terminal, describe or Toolbox().describe, _children(path)
+    )
     failed = asyncio.run(replay)
     if failed is not None:
         _note(err, f"cannot write to standard output: {error_chain(failed)}")
@@ -272,7 +287,8 @@ def session_id(store: SessionStore, ref: str) -> str:
     """
     if not _ID_START.fullmatch(ref):
         raise SessionLogError(f"{ref!r} is not a session id (dsh --sessions lists them)")
-    ids = sorted({path.parent.name for path in store.root.glob(f"*/{ref}*/{LOG_NAME}")})
+    patterns = (f"*/{ref}*/{LOG_NAME}", f"*/*/{SUBAGENTS_DIR}/{ref}*/{LOG_NAME}")
+    ids = sorted({path.parent.name for pattern in patterns for path in store.root.glob(pattern)})
     if ref in ids or len(ids) == 1:
         return ref if ref in ids else ids[0]
     if not ids:
@@ -321,14 +337,33 @@ class _TranscriptView(TurnView):
         self._write(neutralise(text) + "\n")
 
 
+def _children(path: Path) -> dict[str, Sequence[SessionEvent]]:
+    """The events of the subagents' sessions of the log at ``path``, by the call that ran each."""
+    found: dict[str, Sequence[SessionEvent]] = {}
+    for child in sorted(path.parent.glob(f"{SUBAGENTS_DIR}/*/{LOG_NAME}")):
+        try:
+            stored = read_log(child)
+            header = json.loads(child.read_bytes().partition(b"\n")[0])
+        except (SessionLogError, OSError, ValueError):
+            continue  # --show of the child itself names what is wrong with it
+        parent = header.get("parent") if isinstance(header, dict) else None
+        if isinstance(parent, dict) and isinstance(parent.get("call_id"), str):
+            found[parent["call_id"]] = stored.events
+    return found
+
+
 async def replay_events(
     events: Sequence[SessionEvent],
     out: TextIO,
     err: TextIO,
     terminal: bool,
     describe: Describe,
+    children: Mapping[str, Sequence[SessionEvent]] | None = None,
 ) -> OSError | None:
     """Feed stored turns to a TurnView as the live events that made them.
+
+    ``children``: the events of the subagent run by a call, by its id; its tool lines are
+    shown under that call, as they were live.
 
     Returns the error that stopped stdout, if one did. Async because TurnView batches its
     writes per event-loop pass; after each record the pass runs, as it did live.
@@ -367,6 +402,8 @@ async def replay_events(
         elif isinstance(record, ToolResult):
             call = calls.get(record.call_id) or ToolCall(record.call_id, "unknown", "")
             current().on_event(ToolStarting(call, describe(call)))
+            for nested in _nested((children or {}).get(call.id, ()), describe):
+                current().on_event(Nested(call, nested))
             current().on_event(ToolFinished(call, record))
         elif isinstance(record, CompactionSummary):
             summary = record
@@ -393,6 +430,22 @@ async def replay_events(
     except OSError as exc:
         return exc
     return None
+
+
+def _nested(
+    events: Sequence[SessionEvent], describe: Describe
+) -> list[ToolStarting | ToolFinished]:
+    """A subagent's calls and results, as its tool lines showed them."""
+    calls: dict[str, ToolCall] = {}
+    shown: list[ToolStarting | ToolFinished] = []
+    for event in events:
+        record = event.record
+        if isinstance(record, AssistantStep):
+            calls.update((call.id, call) for call in record.tool_calls)
+        elif isinstance(record, ToolResult):
+            call = calls.get(record.call_id) or ToolCall(record.call_id, "unknown", "")
+            shown += [ToolStarting(call, describe(call)), ToolFinished(call, record)]
+    return shown
 
 
 def _user_lines(text: str, terminal: bool) -> str:

@@ -24,7 +24,15 @@ from dsh_core.llm import (
     ToolCallRequest,
     Usage,
 )
-from dsh_core.loop import Compacted, Compacting, LoopEvent, ToolFinished, ToolStarting, TurnFailed
+from dsh_core.loop import (
+    Compacted,
+    Compacting,
+    LoopEvent,
+    Nested,
+    ToolFinished,
+    ToolStarting,
+    TurnFailed,
+)
 
 from .render import (
     compacted_line,
@@ -38,7 +46,10 @@ from .render import (
     writable,
 )
 
-__all__ = ["TurnView"]
+__all__ = ["NESTED", "TurnView"]
+
+NESTED = "  "
+"""What a subagent's tool lines begin with, under the call that runs it."""
 
 
 class TurnView:
@@ -83,10 +94,10 @@ class TurnView:
         self._on_output_error = on_output_error
         self.output_error: OSError | None = None
         """Why stdout refused a write; from then on, output is dropped."""
-        self._tool: ToolStarting | None = None
-        """The call announced and not finished yet."""
-        self._asked = False
-        """The approval question was asked about ``_tool`` (and showed its preview)."""
+        self._running: dict[str, ToolStarting] = {}
+        """The calls announced and not finished yet, by id (free reads run side by side)."""
+        self._asked: set[str] = set()
+        """The calls the approval question was asked about (it showed their preview)."""
         self._tool_started = 0.0
         self._ticker: asyncio.TimerHandle | None = None
         """The next update of the running tool's line."""
@@ -180,12 +191,12 @@ class TurnView:
 
     def before_question(self) -> None:
         """The approval question is about to be asked: it shows the call's preview itself."""
-        self._asked = True
+        self._asked.update(self._running)
         self.pause()
 
     def after_question(self) -> None:
         """The question was answered: the call runs now, so its line counts from here."""
-        if self._tool is not None:
+        if self._running:
             self._start_ticking()
 
     # A running tool's live line: "… bash running 12 s (Ctrl-C to stop)", on a terminal.
@@ -197,10 +208,10 @@ class TurnView:
             self._ticker = asyncio.get_running_loop().call_later(self.TICK, self._tick)
 
     def _tick(self) -> None:
-        if self._tool is None:
+        if not self._running:
             return
         seconds = int(time.monotonic() - self._tool_started)
-        name = neutralise(self._tool.call.name)
+        name = neutralise(", ".join(dict.fromkeys(e.call.name for e in self._running.values())))
         self.show_waiting(f"… {name} running {seconds} s (Ctrl-C to stop)")
         self._ticker = asyncio.get_running_loop().call_later(self.TICK, self._tick)
 
@@ -235,16 +246,28 @@ class TurnView:
                 self._end_reasoning_if_open()
                 self._end_line()
                 self._remark(tool_call_line(call, summary, note), dim=False)
-                self._tool, self._asked = event, False
-                self._start_ticking()
+                if not self._running:
+                    self._start_ticking()
+                self._running[call.id] = event
             case ToolFinished(call=call, result=result):
-                self._stop_ticking()
-                started, self._tool = self._tool, None
-                if started is not None and not self._asked and not result.is_error:
+                started = self._running.pop(call.id, None)
+                if not self._running:
+                    self._stop_ticking()
+                if started is not None and call.id not in self._asked and not result.is_error:
                     self._applied(started.preview)
+                self._asked.discard(call.id)
                 self._remark(tool_result_line(call, result), dim=False)
                 self._output_tail(result)
-                self.show_waiting()
+                if not self._running:
+                    self.show_waiting()
+            case Nested(event=inner):
+                # A subagent's own calls, indented under the call that runs it.
+                self._end_line()
+                if isinstance(inner, ToolStarting):
+                    line = tool_call_line(inner.call, inner.summary, inner.note)
+                else:
+                    line = tool_result_line(inner.call, inner.result)
+                self._remark(NESTED + line, dim=False)
             case Compacting():
                 self._end_reasoning_if_open()
                 self._end_line()
@@ -306,7 +329,8 @@ class TurnView:
         ``steps``: the step limit, which a ``max-steps`` outcome line names.
         """
         self._stop_ticking()
-        self._tool = None
+        self._running.clear()
+        self._asked.clear()
         self._clear_waiting()
         self._end_reasoning_if_open()  # the turn ended while the model was still thinking
         self._end_line()

@@ -22,6 +22,7 @@ from .lines import encode_line as encode_line
 from .lines import format_time as format_time
 from .log import SessionLog as SessionLog
 from .store import LOG_NAME as LOG_NAME
+from .store import SUBAGENTS_DIR as SUBAGENTS_DIR
 from .store import LoadReport as LoadReport
 from .store import SessionStore as SessionStore
 from .store import cwd_key as cwd_key
@@ -29,6 +30,7 @@ from .store import cwd_key as cwd_key
 __all__ = [
     "FORMAT_VERSION",
     "LOG_NAME",
+    "SUBAGENTS_DIR",
     "LoadReport",
     "SessionEvent",
     "SessionLog",

@@ -63,6 +63,9 @@ class SessionLog:
         self.path = path
         self.cwd: str = header["cwd"]
         self.created: str = header["created"]
+        parent = header.get("parent")
+        self.parent: dict[str, str] | None = parent if isinstance(parent, dict) else None
+        """A subagent's session: ``{session, call_id}`` of the call that ran it; else None."""
         self.events = events
         """Every event, loaded and appended, in ``seq`` order (``events[n].seq == n``); those a
         compaction replaced may have been let go of (:meth:`forget`)."""

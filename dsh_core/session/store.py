@@ -61,6 +61,8 @@ logger.addHandler(logging.NullHandler())
 
 SESSIONS_DIR = "sessions"
 LOG_NAME = "session.jsonl"
+SUBAGENTS_DIR = "subagents"
+"""Inside a session's folder: the sessions of the subagents its calls ran."""
 DAMAGED_SUFFIX = ".damaged-"
 
 _FILE_MODE = 0o600
@@ -143,22 +145,34 @@ class SessionStore:
         # Sortable by creation at a glance, unique through the random tail.
         return f"{utc(self._clock()):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
-    def create(self, cwd: Path) -> SessionLog:
-        """Start a new session for ``cwd``: directories, file and header made durable."""
+    def create(
+        self, cwd: Path, *, parent: SessionLog | None = None, call_id: str = ""
+    ) -> SessionLog:
+        """Start a new session for ``cwd``: directories, file and header made durable.
+
+        With ``parent``, the session is a subagent's, started by the call ``call_id`` of that
+        session: its header says so (``parent: {session, call_id}``) and it lives in the
+        parent's folder (``<parent>/subagents/<id>/``), where ``--continue`` never looks.
+        """
         cwd_text = os.path.abspath(cwd)
         session_id = self._new_id()
         if not _ID_PATTERN.fullmatch(session_id):
             raise UsageError(f"session id {session_id!r} is not a safe directory name")
         created = format_time(self._clock())
-        directory = self.root / cwd_key(cwd_text) / session_id
+        if parent is None:
+            directory = self.root / cwd_key(cwd_text) / session_id
+        else:
+            directory = parent.path.parent / SUBAGENTS_DIR / session_id
         path = directory / LOG_NAME
-        header = {
+        header: dict[str, Any] = {
             "type": "session",
             "version": FORMAT_VERSION,
             "id": session_id,
             "created": created,
             "cwd": cwd_text,
         }
+        if parent is not None:
+            header["parent"] = {"session": parent.id, "call_id": call_id}
         try:
             made = _make_private_dirs(directory.parent)
             os.mkdir(directory, _DIR_MODE)
@@ -202,7 +216,12 @@ class SessionStore:
         Raises SessionLogError for an id that is unknown, unsafe, or in two directories.
         """
         found = (
-            sorted(self.root.glob(f"*/{session_id}/{LOG_NAME}"))
+            sorted(
+                [
+                    *self.root.glob(f"*/{session_id}/{LOG_NAME}"),
+                    *self.root.glob(f"*/*/{SUBAGENTS_DIR}/{session_id}/{LOG_NAME}"),
+                ]
+            )
             if _ID_PATTERN.fullmatch(session_id)
             else []
         )
@@ -246,6 +265,12 @@ class SessionStore:
         except OSError as exc:
             raise SessionLogError(f"cannot read the sessions in {self.root}") from exc
         found.sort(key=lambda item: _recency(item[0], item[1]), reverse=True)
+        return [summarise_log(path, status) for path, status in found]
+
+    def children(self, summary: SessionSummary) -> list[SessionSummary]:
+        """The sessions of the subagents ``summary``'s session ran, oldest first."""
+        found = list(self._logs(summary.path.parent / SUBAGENTS_DIR))
+        found.sort(key=lambda item: item[0].parent.name)  # ids begin with their creation time
         return [summarise_log(path, status) for path, status in found]
 
     def read(self, session_id: str) -> StoredSession:

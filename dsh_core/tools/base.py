@@ -35,8 +35,9 @@ __all__ = [
     "count_lines",
 ]
 
-AccessKind = Literal["read", "write", "shell"]
-"""What a call does, as ``--allow`` names it: reads files, changes files, runs commands."""
+AccessKind = Literal["read", "write", "shell", "mcp"]
+"""What a call does, as ``--allow`` names it: reads files, changes files, runs commands, or
+calls a tool of an MCP server (which may do any of these: dsh cannot tell)."""
 
 
 class ToolError(HarnessError):
@@ -65,6 +66,9 @@ class Access:
     """What a person's "always" to this call covers of the tool's later calls: ``""`` all of
     them; a command's first word (``pytest``) the commands that begin with it; None nothing,
     for a call that no "always" may cover (a command that is not one simple command)."""
+    grant: str = ""
+    """A narrower ``--allow`` name that also lets the call run without asking (``mcp:files``
+    for the tools of one MCP server); the way out a refusal names, when set."""
 
     @property
     def may_remember(self) -> bool:
@@ -76,6 +80,12 @@ class Access:
     def changes_anything(self) -> bool:
         """Whether the call may change files or run anything (its ``tool/call`` is fsynced)."""
         return self.kind != "read"
+
+    @property
+    def free(self) -> bool:
+        """Whether the call runs without any decision: a read that stays in the working
+        directory and touches nothing protected. Such calls may run side by side."""
+        return self.kind == "read" and not (self.outside or self.protected or self.leaves_sandbox)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,9 @@ How it ends (times are :class:`Timings` fields; these are the defaults):
 After any of these, the rest of the group gets SIGKILL: no child in the group outlives the call.
 
 Before the first child starts, dsh makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``,
-:func:`hide_own_environment`): the API key is gone from the child's environment, but still in
-dsh's own startup environment, which ``cat /proc/$PPID/environ`` in an unsandboxed command of
-the same user would otherwise read. Other processes of that user can then read none of dsh's
+:func:`hide_own_environment`): the API key is gone from the child's environment and, since
+start-up, from the environment block ``/proc/<dsh>/environ`` shows (:mod:`dsh_core.startenv`),
+but dsh's memory holds its own copy. Other processes of that user can then read none of dsh's
 ``/proc`` files that need ptrace access (and cannot attach a debugger); root still can.
 
 Limit: a descendant that leaves the group (``setsid``, a daemon that double-forks) is out of

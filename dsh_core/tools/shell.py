@@ -53,17 +53,67 @@ __all__ = ["LEAVING_NOTE", "BashTool", "command_word", "shell_argv"]
 LEAVING_NOTE = "(not sandboxed: the model asks to run it outside the sandbox)"
 """The question's note for ``sandbox: false``; the model's justification is quoted apart."""
 
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./+-]+")
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./+-]{1,100}")
 """A program name or path: no assignment (``PATH=. pytest``), quote or expansion in it."""
 _NOT_SIMPLE = re.compile(r"[;&|<>()`$\\\n\r{}]")
 """What makes a command line more than one program with plain arguments: lists, pipes,
 redirections, subshells, substitutions and expansions, escapes, more than one line."""
-_RUNNER_NAMES = (
-    "bash sh dash zsh ksh fish env sudo doas su xargs eval exec command builtin nohup nice "
-    "timeout time watch"
+_PLAIN_TEXT = re.compile(r"[\x20-\x7e\t\n]*")
+"""Printable ASCII, spaces, tabs and newlines: where the words are what they look like. Bash
+splits words at space, tab and newline only; ``ls\u00a0/../run.sh`` is one word to it, a path
+to ``./run.sh``, while Python's ``str.split`` and a person's eye see ``ls``."""
+_BLANKS = re.compile(r"[ \t\n]+")
+"""What bash splits words at."""
+
+# Programs an "always" must never cover: what their arguments name is run, so an "always" for
+# the first word would cover any code (SPEC 12). The class is open (any program with an option
+# that starts another); this is a guard for the common ones, and the sandbox is the boundary.
+_NO_ALWAYS_NAMES = """
+    bash sh dash zsh ksh mksh fish csh tcsh busybox toybox env sudo doas su runuser pkexec
+    xargs parallel eval exec command builtin nohup nice ionice chrt taskset timeout time watch
+    setsid stdbuf unbuffer flock chroot unshare nsenter firejail systemd-run script strace
+    ltrace gdb valgrind perf entr at batch
+
+    python pypy perl ruby node nodejs deno bun php lua luajit tclsh wish R Rscript julia awk
+    gawk mawk nawk sed ed ex vi vim nvim emacs osascript pwsh powershell java jshell groovy
+    scala erl escript ghc runghc m4
+
+    make gmake cmake ninja meson scons bazel just task rake invoke gradle gradlew mvn mvnw ant
+    sbt
+
+    npx npm yarn pnpm pnpx bunx uvx uv pipx pip poetry pdm hatch pipenv conda mamba
+    micromamba pixi rye tox nox cargo go gem bundle bundler composer dotnet
+
+    find tar rsync ssh scp sftp man less more zip
+"""
+_NO_ALWAYS = frozenset(_NO_ALWAYS_NAMES.split())
+"""By group: shells and what runs its arguments as a command; interpreters, whose arguments
+are code (``-c``, ``-e``, a sed or awk program); build tools and task runners, which run what
+a file the model can write says; package managers and runners, which fetch programs or run a
+project's scripts; programs with an option that runs a command (``find -exec``, ``tar
+--to-command``, ``rsync -e``, ``ssh -o ProxyCommand``, ``man -P``, ``less`` ``!``). A version
+after the name (``python3.11``, ``pip3``) is the same program."""
+
+_GIT_GLOBAL_OPTION = re.compile(r"-")
+"""Any option before git's subcommand: ``-c``, ``--config-env``, ``-C``, ``--git-dir``,
+``--exec-path`` change what git runs or where it reads its configuration from."""
+_GIT_RUNNING_NAMES = """
+    config submodule bisect rebase filter-branch difftool mergetool daemon instaweb send-email
+    credential credential-store credential-cache web--browse help archimport cvsimport
+    cvsserver svn p4 upload-pack receive-pack shell http-backend remote-ext
+"""
+_GIT_RUNNING = frozenset(_GIT_RUNNING_NAMES.split())
+"""git subcommands that run a command they are given, or write configuration that does."""
+_GIT_RUNNING_OPTIONS = (
+    "--upload-pack",
+    "--receive-pack",
+    "--exec",
+    "--extcmd",
+    "--tool",
+    "--open-files-in-pager",
+    "-O",
 )
-_RUNNERS = frozenset(_RUNNER_NAMES.split())
-"""Programs whose arguments are another command: "always" for them would cover anything."""
+"""Options that name a program to run: ``git fetch --upload-pack=``, ``git grep -O<pager>``."""
 
 
 def command_word(command: str) -> str | None:
@@ -72,15 +122,36 @@ def command_word(command: str) -> str | None:
 
     Conservative by design: a command with anything the shell would treat as more than a
     program and its arguments (``pytest; rm -rf ~``, ``pytest $(curl ...)``, two lines) has
-    no first word to trust, and neither has one that only runs another (``env``, ``sudo``).
+    no first word to trust, and neither has one that is not plain ASCII (where a word may not
+    be what it looks like), one that only runs another (``env``, ``sudo``), one whose
+    arguments are code (``python -c``, ``sed``, ``make``, ``npx``; see :data:`_NO_ALWAYS`),
+    nor a ``git`` with a global option or a subcommand that runs what it is told.
     """
     command = command.strip(" \t\n")  # a trailing newline changes nothing that runs
-    if _NOT_SIMPLE.search(command):
+    if _NOT_SIMPLE.search(command) or not _PLAIN_TEXT.fullmatch(command):
         return None
-    words = command.split()
-    if not words or not _PLAIN_WORD.fullmatch(words[0]) or words[0] in _RUNNERS:
+    words = _BLANKS.split(command)
+    first = words[0]
+    if not _PLAIN_WORD.fullmatch(first):
         return None
-    return words[0]
+    program = first.rsplit("/", 1)[-1]
+    if program in _NO_ALWAYS or program.rstrip("0123456789.") in _NO_ALWAYS:
+        return None
+    if program == "git" and _git_runs_code(words[1:]):
+        return None
+    return first
+
+
+def _git_runs_code(arguments: list[str]) -> bool:
+    """Whether ``git <arguments>`` may run a program other than git itself."""
+    if not arguments or _GIT_GLOBAL_OPTION.match(arguments[0]):
+        return bool(arguments)
+    subcommand, options = arguments[0], arguments[1:]
+    if subcommand in _GIT_RUNNING:
+        return True
+    if subcommand == "clone" and any(option.startswith("-u") for option in options):
+        return True  # clone's -u is --upload-pack
+    return any(option.startswith(_GIT_RUNNING_OPTIONS) for option in options)
 
 
 def shell_argv(command: str, environment: Mapping[str, str], root: Path | None = None) -> list[str]:

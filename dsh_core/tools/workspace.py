@@ -110,6 +110,9 @@ class Workspace:
     """The user's home directory, where the other credential locations are."""
     installation: tuple[Path, ...] | None = None
     """dsh's installation (:func:`~.trust.installation_paths`); None: this process's own."""
+    skill_folders: set[str] = field(default_factory=set)
+    """The folders of the skills loaded in this session (resolved): ``read`` opens their files
+    without a question, wherever they are (SPEC 13)."""
 
     @classmethod
     def at(cls, cwd: Path, output_dir: Path, *, dsh_home: Path | None = None) -> Workspace:
@@ -121,6 +124,10 @@ class Workspace:
         from .trust import Credentials  # the policy loads with the first tool, not at startup
 
         return Credentials.of(self.home, self.dsh_home)
+
+    def in_skill(self, real: str) -> bool:
+        """Whether the resolved path ``real`` is in the folder of a skill loaded in this session."""
+        return any(os.path.commonpath([real, folder]) == folder for folder in self.skill_folders)
 
     @functools.cached_property
     def protection(self) -> Protection:

@@ -36,6 +36,7 @@ READ_OUT, WRITE_OUT = Access("read", OUT), Access("write", OUT)
 HOOK_WRITE = Access("write", protected=(HOOK,))
 KEY_READ, KEY_READ_OUT = Access("read", protected=(KEY,)), Access("read", OUT, protected=(KEY,))
 LEAVING = Access("shell", leaves_sandbox=True)
+MCP = Access("mcp", grant="mcp:files")
 ALL: tuple[Grant, ...] = ("read", "write", "shell")
 PIPE, TERMINAL = False, True
 
@@ -57,6 +58,12 @@ TABLE = {
     "credential read on a terminal": Row(KEY_READ, ("read",), TERMINAL, "allowed", True),
     "bash with --allow shell": Row(SHELL, ("shell",), PIPE, "granted-by-flag", False),
     "bash leaving the sandbox": Row(LEAVING, ("shell",), TERMINAL, "allowed", True),
+    "mcp on a pipe is refused": Row(MCP, (), PIPE, "unavailable", False),
+    "mcp with --allow all is refused": Row(MCP, ALL, PIPE, "unavailable", False),
+    "mcp with --allow mcp": Row(MCP, ("mcp",), PIPE, "granted-by-flag", False),
+    "mcp with --allow mcp:NAME": Row(MCP, ("mcp:files",), PIPE, "granted-by-flag", False),
+    "mcp with another server's name": Row(MCP, ("mcp:other",), PIPE, "unavailable", False),
+    "mcp on a terminal, always per tool": Row(MCP, (), TERMINAL, "allowed-always", True),
 }
 
 
@@ -101,3 +108,14 @@ def test_a_refusal_where_only_a_person_may_allow_says_why_and_offers_no_flag() -
     )
     plain = policy.refusal(call, Access("write"), "unavailable")
     assert str(plain).endswith("run with --allow write")
+
+
+def test_an_mcp_refusal_names_the_servers_own_grant_and_a_subagent_says_why_nobody_asks() -> None:
+    call = ToolCall("call_1", "mcp__files__read", "{}")
+    refused = ApprovalPolicy().refusal(call, MCP, "unavailable")
+    assert str(refused).endswith("stdin is not a terminal; run with --allow mcp:files")
+    child = ApprovalPolicy(unattended="a subagent cannot ask anyone")
+    refused = child.refusal(ToolCall("c", "read", "{}"), READ_OUT, "unavailable")
+    assert str(refused) == (
+        'tool "read" needs approval and a subagent cannot ask anyone; run with --allow read'
+    )

@@ -560,9 +560,10 @@ def test_ctrl_c_at_the_question(model: ScriptedModel, log: SessionLog) -> None:
 
 
 def test_an_observer_that_cancels_between_calls(model: ScriptedModel, log: SessionLog) -> None:
-    tool = FakeTool()
+    tool = FakeTool(kind="write")  # one at a time: reads would run side by side
     model.enqueue(asks(call(1), call(2), call(3)))
-    conversation = conversation_with(model, log, tool)
+    approval = ApprovalPolicy.granting(["write"])
+    conversation = conversation_with(model, log, tool, approval=approval)
 
     def cancel_after_first(event: LoopEvent) -> None:
         if isinstance(event, ToolFinished):
@@ -641,9 +642,10 @@ def test_a_cancel_from_outside_ends_the_turn_even_when_the_tool_absorbs_it(
             return ToolOutput.failed(ToolError("stopped", ABORTED))
         raise AssertionError("not reached")
 
-    tool = FakeTool("absorbing", work=absorbing)
+    tool = FakeTool("absorbing", "write", work=absorbing)  # one at a time, as a write runs
     model.enqueue(asks(call(1, "absorbing"), call(2, "absorbing")))
-    conversation = conversation_with(model, log, tool)
+    approval = ApprovalPolicy.granting(["write"])
+    conversation = conversation_with(model, log, tool, approval=approval)
 
     async def main() -> None:
         turn = asyncio.create_task(conversation.run_turn("q"))

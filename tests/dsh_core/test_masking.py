@@ -143,3 +143,34 @@ def test_text_held_back_when_a_stream_is_cut_is_shown_and_kept(
     assert end.kind == "error"
     assert "".join(e.text for e in seen if isinstance(e, TextDelta)) == "this is sk"
     assert records(log, AssistantStep)[0].text == "this is sk"
+
+
+# -- encoded forms ------------------------------------------------------------------------------
+
+
+def test_the_keys_common_encodings_are_masked_wherever_it_starts() -> None:
+    import base64
+
+    found = secrets(KEY)
+    data = KEY.encode()
+    for before in (b"", b"x", b"xy", b"KEY=", b"export DEEPSEEK_API_KEY="):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(before + data + b"\n").decode()
+            masked = found.mask(f"out: {encoded} end")
+            assert "[DEEPSEEK_API_KEY as base64]" in masked, (before, encoded)
+    for form, how in [
+        (KEY[::-1], "reversed"),
+        (data.hex(), "hex"),
+        (data.hex().upper(), "hex"),
+        ("".join(f"%{byte:02X}" for byte in data), "percent-encoding"),
+        ("".join(f"%{byte:02x}" for byte in data), "percent-encoding"),
+    ]:
+        assert found.mask(f"[{form}]") == f"[[DEEPSEEK_API_KEY as {how}]]", how
+
+
+def test_a_short_text_is_not_searched_and_a_stream_holds_back_only_the_key() -> None:
+    found = secrets(KEY)
+    assert found.mask("sk-dsh") == "sk-dsh"
+    stream = StreamMasker(found)
+    assert stream.feed("fedcba") == "fedcba"  # the start of the key reversed: not held back
+    assert stream.feed(f"{KEY[::-1]} ") == "[DEEPSEEK_API_KEY as reversed] "  # whole: masked

@@ -48,7 +48,8 @@ HANG = 60.0
 REFUSED_SHELL = 'tool "bash" needs approval and stdin is not a terminal; run with --allow shell'
 REFUSED_WRITE = 'tool "edit" needs approval and stdin is not a terminal; run with --allow write'
 REFUSED_READ = 'tool "read" needs approval and stdin is not a terminal; run with --allow read'
-BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash"]
+BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash", "subagent"]
+"""The tools of a session with no skill and no MCP server (SPEC 7 and 13)."""
 
 
 # -- fixtures -----------------------------------------------------------------------------------
@@ -162,7 +163,8 @@ def data_of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def pairing_problems(events: list[dict[str, Any]]) -> list[str]:
     """Calls and results out of order: every call an ``assistant/message`` asks for is
     answered by exactly one ``tool/result``, in the order asked, before anything else of the
-    conversation; ``tool/call`` and ``approval/decided`` only for the call whose turn it is."""
+    conversation; ``approval/decided`` only for the call whose turn it is, ``tool/call`` for a
+    call not answered yet (reads run side by side start before the first is answered)."""
     problems: list[str] = []
     waiting: list[str] = []
     started: set[str] = set()
@@ -176,7 +178,9 @@ def pairing_problems(events: list[dict[str, Any]]) -> list[str]:
             waiting = [call["id"] for call in data.get("tool_calls") or []]
         elif kind in ("tool/call", "approval/decided", "tool/result"):
             call_id = data.get("call_id")
-            if not waiting or call_id != waiting[0]:
+            if kind == "tool/call" and call_id in waiting:
+                pass  # one of a batch of reads may start before the call due is answered
+            elif not waiting or call_id != waiting[0]:
                 problems.append(f"{where}: {call_id} is not the call due ({waiting[:1]})")
                 continue
             if kind == "tool/call":
@@ -357,13 +361,15 @@ LOOK_AROUND = [
     "dsh: [tool grep] /Hello/ in .",
     "dsh: [tool grep done] 1 line",
 ]
+LOOK_AROUND_TOGETHER = [LOOK_AROUND[i] for i in (0, 2, 4, 1, 3, 5)]
+"""The same three reads in one step: they run side by side, every call shown before any result."""
 ALL_THREE = "Tool results: [read]      1\tHello; [glob] demo.txt; [grep] demo.txt:1:Hello\n"
 
 
 @pytest.mark.parametrize(
     ("word", "stdout", "lines", "steps"),
     [
-        ("toolmany", "Looking around.\n" + ALL_THREE, LOOK_AROUND, 2),  # three calls, one step
+        ("toolmany", "Looking around.\n" + ALL_THREE, LOOK_AROUND_TOGETHER, 2),  # one step
         ("toolchain", ALL_THREE, LOOK_AROUND, 4),  # one call per step, three steps
         ("toolsplit", "Tool results: [read]      1\tHello\n", READ_LINES, 2),
         ("toolthink", "Tool results: [read]      1\tHello\n", READ_LINES, 2),
@@ -431,7 +437,10 @@ def test_the_pairing_check_can_fail() -> None:
     assert pairing_problems([asked, answer_a, answer_b, answer_b, end]) != []  # twice
     assert pairing_problems([asked, answer_a]) != []  # the log ends with b open
     started = event("tool/call", call_id="b")
-    assert pairing_problems([asked, started, answer_a, answer_b]) != []  # b before a
+    assert pairing_problems([asked, started, answer_a, answer_b]) == []  # side by side
+    assert pairing_problems([asked, started, started, answer_a, answer_b]) != []  # twice
+    approved = event("approval/decided", call_id="b")
+    assert pairing_problems([asked, approved, answer_a, answer_b]) != []  # b before a
 
 
 # 2. Approval on a pipe.
@@ -642,8 +651,8 @@ def test_a_name_with_a_newline_and_an_escape_is_shown_neutralised(
     lines = tool_lines(result.stderr)
     assert lines[:3] == [  # a summary is one line: a name with a line break is quoted
         'dsh: [tool read] "we\\u001b[31mird\\nname.txt"',
+        'dsh: [tool read] "no\\u001b]0;pwned\\u0007such.txt"',  # the reads run side by side
         "dsh: [tool read done] 1 line",
-        'dsh: [tool read] "no\\u001b]0;pwned\\u0007such.txt"',
     ]
     assert lines[3].startswith(
         "dsh: [tool failed read] cannot read no^[]0;pwned^Gsuch.txt: [Errno 2] No such file"

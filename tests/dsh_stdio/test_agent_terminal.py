@@ -405,7 +405,7 @@ def test_escape_sequences_and_a_multi_line_command_are_shown_whole_and_inert(
     stub.enqueue(bash("echo one\necho two\necho three"))
     term.send_turn("lines")
     term.child.expect(rf"\[tool bash\] \$ echo one\r\n  echo two\r\n  echo three{SANDBOX_NOTE}\r\n")
-    term.child.expect_exact("$ echo one\r\necho two\r\necho three\r\n")  # whole, before asking
+    term.child.expect_exact("$ echo one\r\n  echo two\r\n  echo three\r\n")  # whole, before asking
     term.expect_question("bash", "the 3 lines above")
     term.keys("n\r")
     term.child.expect_exact("[tool refused bash]")

@@ -80,7 +80,7 @@ def test_no_always_for_a_call_outside_or_protected_or_leaving_the_sandbox() -> N
 
 def test_every_line_of_a_command_is_shown_and_blank_runs_are_counted() -> None:
     layout = bash("git log -1" + "\n" * 61 + "touch pwned\r\nls")
-    assert layout.details == "$ git log -1\n[60 blank lines]\ntouch pwned^M\nls"
+    assert layout.details == "$ git log -1\n  [60 blank lines]\n  touch pwned^M\n  ls"
     assert layout.prompt == f"Allow bash? the 4 lines above {BOXED} [y]es / [N]o: "
 
 
@@ -105,7 +105,9 @@ def test_the_models_words_are_quoted_on_their_own_line() -> None:
 
 def test_very_long_model_words_are_cut_with_a_count() -> None:
     layout = ask("$ make", Access("shell"), quoted=(("justification", "x" * 1500),))
-    assert layout.details.endswith('x" [500 more characters]')
+    assert layout.details.endswith('x" [1,317 more characters]')  # three rows of 80
+    assert layout.whole.endswith("x" * 1500 + '"')
+    assert layout.prompt.endswith(" / [v]iew all: ")
 
 
 def test_control_and_invisible_characters_are_visible_everywhere() -> None:

@@ -135,8 +135,11 @@ def test_allow_names_and_all() -> None:
     with pytest.raises(StartupError) as info:
         parse_config(["--allow", "everything"], KEY)
     assert info.value.message == (
-        "--allow takes network, read, shell, write, all; not 'everything'"
+        "--allow takes mcp, network, read, shell, write, all, mcp:NAME; not 'everything'"
     )
+    assert parse_config(["--allow", "mcp,mcp:files"], KEY).allow == {"mcp", "mcp:files"}
+    with pytest.raises(StartupError, match="not 'mcp:no good'"):
+        parse_config(["--allow", "mcp:no good"], KEY)
 
 
 def test_sandbox_and_steps_settings() -> None:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from dsh_core.errors import FailureRecord
 from dsh_core.events import ToolOutput, ToolResult, TurnEnd
-from dsh_stdio.render import neutralise, next_step, outcome_line, output_tail, writable
+from dsh_stdio import render
+from dsh_stdio.render import (
+    clip,
+    compact,
+    neutralise,
+    next_step,
+    outcome_line,
+    output_tail,
+    shown,
+    writable,
+)
 
 
 def end(kind: str, *, failure: FailureRecord | None = None, reason: str | None = None) -> TurnEnd:
@@ -162,3 +174,80 @@ def test_visible_text_is_left_alone(text: str) -> None:
 def test_writable_replaces_lone_surrogates_only() -> None:
     assert writable("half \ud800 pair \U0001f600") == "half \ufffd pair \U0001f600"
     assert writable("plain") == "plain"
+
+
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties) less what is Cf anyway: its
+# Other_Default_Ignorable_Code_Point part (PropList) and the variation selectors, which
+# ``unicodedata`` does not name. Both lists are stable: Unicode reserves them.
+OTHER_IGNORABLE = [(0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x2065, 0x2065)]
+OTHER_IGNORABLE += [(0x3164, 0x3164), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0FFF)]
+SELECTORS = [(0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF)]
+
+
+def test_what_neutralise_shows_visibly_is_exactly_the_unicode_properties() -> None:
+    """The class is written out as ranges (nothing computed at startup); derived here from
+    the interpreter's Unicode tables, it must be the same set. On a newer Unicode this fails
+    with the characters to add to ``render._UNSAFE_RANGES``."""
+    expected = {
+        code
+        for code in range(0x110000)
+        if unicodedata.category(chr(code)) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")
+    }
+    for first, last in OTHER_IGNORABLE + SELECTORS:
+        expected.update(range(first, last + 1))
+    expected.add(0x2800)  # braille pattern blank: renders as a blank column
+    expected -= {0x09, 0x0A}
+    everything = "".join(map(chr, range(0x110000)))
+    matched = {ord(char) for char in render._UNSAFE.findall(everything)}
+    assert sorted(f"U+{c:04X}" for c in expected - matched) == []
+    assert sorted(f"U+{c:04X}" for c in matched - expected) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "seen"),
+    [
+        ("ls\u00a0/../run.sh", "ls<U+00A0>/../run.sh"),  # one word to bash, not two
+        ("ls\u2003-la\u3000x", "ls<U+2003>-la<U+3000>x"),
+        ("ls\r", "ls^M"),
+        ("ls -la\tx", "ls -la\tx"),
+    ],
+)
+def test_a_command_shows_every_space_bash_does_not_split_at(command: str, seen: str) -> None:
+    assert shown(command) == seen
+
+
+@pytest.mark.parametrize(
+    ("text", "compacted"),
+    [
+        ("a" + " " * 79 + "b", "a" + " " * 79 + "b"),
+        ("a" + " " * 80 + "b", "a[80 spaces]b"),
+        ("a" + "\u3000" * 40 + "b", "a[40 blanks]b"),  # 80 columns
+        ("a" + "\u3000" * 39 + "b", "a" + "\u3000" * 39 + "b"),
+        ("a" + "\t" * 10 + "b", "a[10 blanks]b"),
+        ("a" + "<U+2800>" * 3000 + "b", "a[3,000 x <U+2800>]b"),
+        ("<U+200B>" * 3 + "x", "<U+200B>" * 3 + "x"),
+        ("^[^[^[^[[2J", "[4 x ^[][2J"),
+        ("x\n\n\n\ny", "x\n[3 blank lines]\ny"),
+    ],
+)
+def test_compact_counts_what_would_take_a_line(text: str, compacted: str) -> None:
+    assert compact(text) == compacted
+
+
+def test_clip_counts_rows_by_display_width() -> None:
+    wide = "\u4e00" * 50  # 100 columns: two rows of 80
+    part = clip("\n".join([wide] * 10), rows=5, columns=80)
+    assert part.shown == f"{wide}\n{wide}\n" + "\u4e00" * 39 + "…"  # the fifth row
+    assert (part.hidden, part.cut_short) == (7, 1)
+    assert part.notice("diff") == (
+        "[diff cut: the end of a long line and 7 more lines hidden; answer v to see all of it]"
+    )
+    assert clip("a\nb", rows=2, columns=80) == render.Clipped("a\nb", 0, 0)
+    long = clip("x" * 1000, rows=2, columns=80, line_rows=1)
+    assert long.shown == "x" * 79 + "…" and long.cut_short == 1
+
+
+def test_the_tail_of_a_command_is_cut_by_columns() -> None:
+    wide = "\u4e00" * 150
+    [line] = output_tail(result(f"{wide}\n[exit code: 1]", 1))
+    assert line == "\u4e00" * 99 + "…"

@@ -78,7 +78,8 @@ def test_allow_read_does_not_let_the_model_read_dsh_home(
     dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     home.mkdir()
-    (home / "config.toml").write_text(f'[mcp.servers.x]\nheaders = {{token = "{SECRET}"}}\n')
+    # Commented out: a server dsh would start (config.toml is read at every start now).
+    (home / "config.toml").write_text(f'# [mcp.servers.x]\n# headers = {{token = "{SECRET}"}}\n')
     attack(
         stub,
         ("read", {"file_path": str(home / "config.toml")}),

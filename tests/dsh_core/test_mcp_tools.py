@@ -1,0 +1,113 @@
+"""An MCP server's tools as dsh sees them, in-process: names, descriptions, results."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from dsh_core.mcp.names import MAX_NAME, offered_names, tool_name
+from dsh_core.mcp.tools import McpTool, result_output
+from dsh_core.tools import ToolError
+from dsh_core.tools.specs import OUTPUT_LIMIT
+
+
+def test_names_keep_to_what_providers_accept() -> None:
+    assert tool_name("files", "read_file") == "mcp__files__read_file"
+    assert tool_name("files", "read.file\x1b[31m") == "mcp__files__read_file__31m"
+    assert len(tool_name("s", "x" * 100)) == MAX_NAME
+    taken: set[str] = set()
+    long = "y" * 80
+    offered = offered_names("s", ["a.b", "a b", long, long + "z"], taken)
+    assert offered["a.b"] == "mcp__s__a_b" and offered["a b"] == "mcp__s__a_b_2"
+    assert offered[long + "z"] == offered[long][:-2] + "_2"
+    assert all(len(name) <= MAX_NAME for name in offered.values())
+
+
+def b64(size: int) -> str:
+    return base64.b64encode(b"\0" * size).decode()
+
+
+def test_results_join_text_and_summarise_the_rest(tmp_path: Path) -> None:
+    result = CallToolResult(
+        content=[
+            TextContent(text="first"),
+            ImageContent(data=b64(12_000), mime_type="image/png"),
+            AudioContent(data=b64(500), mime_type="audio/wav"),
+            ResourceLink(uri="file:///a.txt", name="a"),
+            EmbeddedResource(
+                resource=TextResourceContents(
+                    uri="file:///b.txt", text="hi", mime_type="text/plain"
+                )
+            ),
+            EmbeddedResource(
+                resource=BlobResourceContents(uri="file:///c.bin", blob=b64(2_000_000))
+            ),
+            TextContent(text="last"),
+        ]
+    )
+    output = result_output(result, tmp_path)
+    assert output.content.split("\n") == [
+        "first",
+        "[image image/png, 12 KB]",
+        "[audio audio/wav, 500 bytes]",
+        "[resource link file:///a.txt]",
+        "[resource file:///b.txt, text/plain, 2 bytes]",
+        "[resource file:///c.bin, unknown type, 2.0 MB]",
+        "last",
+    ]
+    assert output.failure is None
+
+
+def test_structured_content_alone_is_sent_as_json(tmp_path: Path) -> None:
+    result = CallToolResult(content=[], structured_content={"n": 1})
+    assert result_output(result, tmp_path).content == '{"n": 1}'
+
+
+def test_is_error_is_an_error_result(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"^no such page$"):
+        result_output(
+            CallToolResult(content=[TextContent(text="no such page")], is_error=True), tmp_path
+        )
+
+
+def test_a_huge_result_is_capped_with_the_rest_in_a_file(tmp_path: Path) -> None:
+    text = "".join(f"line {n}\n" for n in range(20_000))
+    output = result_output(CallToolResult(content=[TextContent(text=text)]), tmp_path)
+    assert output.truncated and output.output_file is not None
+    assert len(output.content) < OUTPUT_LIMIT + 200
+    assert Path(output.output_file).read_text() == text
+    assert Path(output.output_file).parent == tmp_path
+
+
+def test_a_tool_is_offered_masked_and_cut_and_asks_by_its_servers_grant(tmp_path: Path) -> None:
+    async def never(name: str, arguments: object) -> CallToolResult:
+        raise AssertionError("not called")
+
+    tool = McpTool(
+        server="files",
+        remote="read",
+        offered="mcp__files__read",
+        description="x" * 5000,
+        schema={"type": "object"},
+        call=never,
+        output_dir=tmp_path,
+    )
+    assert len(tool.spec.description) == 2000
+    invocation = tool.prepare({"path": "a" * 300})
+    assert invocation.access.kind == "mcp" and invocation.access.grant == "mcp:files"
+    assert not invocation.access.free and invocation.access.may_remember
+    assert len(invocation.summary) == 200 and invocation.summary.endswith("…")
+    assert invocation.preview.startswith('{\n  "path": "aaa')
+    assert tool.prepare({"path": "a"}).preview == ""

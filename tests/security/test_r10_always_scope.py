@@ -1,0 +1,156 @@
+"""SPEC 10.10 (and SPEC 12's "always"): an "always" covers what the person saw, nothing more.
+
+``[a]lways for "ls ..."`` lets later commands with the first word ``ls`` run without a
+question. The attack review made that cover other programs: the first word was split as
+Python splits (at NBSP, U+2003, ``\\x1c``...) while bash takes ``ls<NBSP>/../run.sh`` as one
+word, a path to ``./run.sh`` through a directory named ``ls<NBSP>``; and ``[a]`` was offered
+for programs whose arguments run code (``git -c core.pager=...``, ``sed 'e ...'``). Each test
+is one such attack on the real ``bash`` tool and the real approval policy, in process (what
+decides is the policy; the question's layout is ``test_approve.py``'s); the command that
+should not run is watched for on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from dsh_core.approval import Answer, ApprovalPolicy, Question
+from dsh_core.llm import ToolCall
+from dsh_core.tools import Workspace
+from dsh_core.tools.shell import BashTool
+from tests.dsh_core.test_tools_shell import bash_run
+
+
+class Person:
+    """Answers ``always`` to the first question, and records every question asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, question: Question) -> Answer:
+        self.asked.append(question.invocation.summary)
+        return Answer("always" if len(self.asked) == 1 else "no")
+
+
+def _decide(policy: ApprovalPolicy, tool: BashTool, command: str) -> str | None:
+    call = ToolCall(f"c{command!r}", "bash", json.dumps({"command": command}))
+    return asyncio.run(policy.decide(call, tool.prepare({"command": command})))
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    """A working directory where ``ls<sep>/../run.sh`` reaches an executable ``run.sh``."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/sh\ntouch {tmp_path / 'pwned'}\n")
+    script.chmod(0o755)
+    return tmp_path
+
+
+SEPARATORS = ["\u00a0", "\u2003", "\u3000", "\x1c", "\x1d", "\x1e", "\x1f", "\x0b", "\x0c", "\x85"]
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=lambda c: f"U+{ord(c):04X}")
+def test_always_for_ls_does_not_cover_a_path_that_bash_reads_as_one_word(
+    planted: Path, sep: str
+) -> None:
+    (planted / f"ls{sep}").mkdir()
+    person = Person()
+    policy = ApprovalPolicy(asker=person)
+    tool = BashTool(Workspace.at(planted, planted / ".out"))
+    assert _decide(policy, tool, "ls -la") == "allowed-always"
+    attack = f"ls{sep}/../run.sh"
+    outcome = _decide(policy, tool, attack)
+    assert outcome == "rejected", "an always for ls covered a path to ./run.sh"
+    assert person.asked == ["$ ls -la", f"$ {attack}"]
+    # What it would have done: bash runs ./run.sh (the control, run here on purpose).
+    bash_run(tool, attack)
+    assert (planted / "pwned").exists()
+
+
+CODE_RUNNING = [
+    "git -c core.pager='touch pwned' log",
+    "git -c alias.x='!touch pwned' x",
+    "git --config-env=core.pager=X log",
+    "git -C ../elsewhere status",
+    "git --git-dir=evil/.git status",
+    "git config core.fsmonitor 'touch pwned'",
+    "git submodule foreach 'touch pwned'",
+    "git bisect run ./pwn.sh",
+    "git rebase --exec 'touch pwned' HEAD~1",
+    "git rebase -x 'touch pwned' HEAD~1",
+    "git difftool --extcmd='touch pwned'",
+    "git grep -O'touch pwned' x",
+    "git grep --open-files-in-pager='touch pwned' x",
+    "git fetch --upload-pack='touch pwned' origin",
+    "git ls-remote --upload-pack='touch pwned' .",
+    "git clone -u 'touch pwned' . x",
+    "git push --receive-pack='touch pwned' origin",
+    "git archive --remote=. --exec='touch pwned' HEAD",
+    "git filter-branch --tree-filter 'touch pwned'",
+    "git mergetool",
+    'sed -n "1e touch pwned" f',
+    "sed -i s/a/b/e f",
+    "find . -exec touch pwned ;",
+    "find . -delete",
+    "awk 'BEGIN{system(\"touch pwned\")}'",
+    "gawk 'BEGIN{system(\"touch pwned\")}'",
+    "perl -e 'system q(touch pwned)'",
+    'python3 -c \'open("pwned","w")\'',
+    'python3.11 -c \'open("pwned","w")\'',
+    "ruby -e 'system %q(touch pwned)'",
+    'node -e \'require("fs").writeFileSync("pwned","")\'',
+    "make -f pwn.mk",
+    "make --eval='x: ; touch pwned' x",
+    "npx cowsay",
+    "uvx pwn",
+    "pipx run pwn",
+    "npm exec pwn",
+    "uv run pwn.py",
+    "yarn dlx pwn",
+    "pnpm dlx pwn",
+    "bunx pwn",
+    "/usr/bin/env touch pwned",
+    "/bin/sh -c 'touch pwned'",
+    "./../../usr/bin/xargs touch",
+    "tar -cf x.tar --to-command='touch pwned' .",
+    "rsync -e 'touch pwned' a b:",
+    "ssh -o ProxyCommand='touch pwned' x",
+    "man -P 'touch pwned' ls",
+    "vim -c '!touch pwned'",
+    "less +'!touch pwned' f",
+    "busybox sh -c 'touch pwned'",
+    "flock /tmp/x touch pwned",
+    "setsid touch pwned",
+    "strace -o /dev/null touch pwned",
+]
+
+
+@pytest.mark.parametrize("command", CODE_RUNNING)
+def test_always_is_not_offered_for_a_program_whose_arguments_run_code(
+    tmp_path: Path, command: str
+) -> None:
+    tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))
+    access = tool.prepare({"command": command}).access
+    assert access.scope is None, f'[a]lways for "{access.scope} ..." would cover {command}'
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git status", "git log -1", "git diff --stat", "ls -la", "pytest -q tests", "cat x.txt"],
+)
+def test_always_is_still_offered_for_a_plain_command(tmp_path: Path, command: str) -> None:
+    tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))
+    assert tool.prepare({"command": command}).access.scope == command.split()[0]
+
+
+def test_always_for_git_status_does_not_cover_git_with_a_config_override(tmp_path: Path) -> None:
+    person = Person()
+    policy = ApprovalPolicy(asker=person)
+    tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))
+    assert _decide(policy, tool, "git status") == "allowed-always"
+    assert _decide(policy, tool, "git -c core.pager='touch pwned' log") == "rejected"
+    assert _decide(policy, tool, "git log -1") == "allowed-always"
