@@ -3,6 +3,7 @@
 fsync_directory(path.parent)        # after a rename or a create: the new name is durable
 fsync_descriptor(dir_fd)            # the same, for a directory already open
 data = read_up_to(fd, 8192)         # 8192 bytes unless the file ends first
+data = read_regular(path, 1 << 20)  # the first MiB of a regular file; None: none there
 format_size(300 * 1024 + 1)         # "300.1 KiB"
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
-__all__ = ["format_size", "fsync_descriptor", "fsync_directory", "read_up_to"]
+__all__ = ["format_size", "fsync_descriptor", "fsync_directory", "read_regular", "read_up_to"]
 
 _READ_BLOCK = 1 << 16
 """One ``os.read`` at most: a big ``size`` does not allocate a buffer of its size up front."""
@@ -47,6 +49,23 @@ def read_up_to(fd: int, size: int) -> bytes:
         parts.append(part)
         wanted -= len(part)
     return b"".join(parts)
+
+
+def read_regular(path: str | os.PathLike[str], size: int) -> bytes | None:
+    """The first ``size`` bytes of the regular file ``path``; None when there is none there
+    (missing, unreadable, a directory, a FIFO: opened without blocking, never waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return read_up_to(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 _UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))

@@ -1,122 +1,69 @@
-"""What a sandboxed command may not change or read inside its writable root: the policy as paths.
+"""What a sandboxed command may not change or read inside its writable root: the policy as mounts.
 
-    installation = installation_paths()            # once: where dsh runs from
-    scan = RepositoryScan(root)                    # nested repositories: looked for once
+    scan = RepositoryScan(root, skip=installation)      # repositories below: kept up to date
     plan = confine(root, installation=installation, found=scan.found(), home=home, dsh_home=d)
     plan.read_only, plan.pinned, plan.placeholders, plan.tripwires, plan.hidden_dirs, ...
+    ... the command runs ...
+    notes = undo(plan, inventory(root, ...))            # after it: what it must not have made
 
-:mod:`.sandbox` turns a :class:`Confinement` into bubblewrap's mounts; :mod:`.trust` says which
-names are protected and where credentials live. Here those become paths on this disk, looked at
-again before every command (``lstat`` only: the costly walk is :class:`RepositoryScan`'s, once).
+:mod:`.trust` says what is kept inside the working directory and why (its :func:`.inventory`:
+dsh's installation, git's configuration and hooks and what they name, ``.dsh/``, ``.agents/``,
+``AGENTS.md``) and where credentials live; :mod:`.sandbox` turns a :class:`Confinement` into
+bubblewrap's mounts. Here the inventory becomes mounts, looked at again before every command
+(``lstat`` and git's small configuration files only):
 
-Inside the working directory, read-only (SPEC 10.1, 10.2):
-
-- dsh's installation: its interpreter, ``sys.prefix`` and the other prefixes, every directory on
-  ``sys.path``, its scripts directory, its own packages' directories (an editable install), when
-  they lie inside the working directory (the README's ``.venv`` layout): a ``.pth`` or module
-  planted there would run at dsh's next start, outside the sandbox, with the key;
-- in every repository's git directory (the working directory's, nested ones found by the scan,
-  submodules' under ``.git/modules``, linked worktrees' under ``.git/worktrees``): ``config``,
-  ``hooks/``, ``commondir`` (it moves where git reads ``config`` and ``hooks`` from) and
-  ``config.worktree``; a ``.git`` *file* (the ``gitdir:`` pointer of a worktree or submodule)
-  itself, and the git directory it points to when that is inside; a git directory with no
-  ``HEAD`` (not a repository yet) or with one of those entries a symlink, whole;
-- ``.dsh/`` and ``.agents/`` where they exist, nested ones included.
-
-A read-only bind mount does not stop a ``rename()`` of a directory above it: ``mv .git x;
-mkdir .git`` would put a fresh ``.git`` where git looks. So every directory between the working
-directory and a read-only path is *pinned*: bound onto itself, writable, but a mount point, which
-cannot be renamed or removed.
-
-Missing protected paths: ``.git``, ``.dsh`` and ``.agents`` at the working directory's top, and
-``hooks/`` in a git directory, are *placeholders*: an empty read-only directory while the
-command runs (created on the disk as the mount point, removed afterwards if still empty), so
-``git init`` or ``mkdir .agents`` fails. A missing ``config``, ``commondir`` or
-``config.worktree`` cannot be a placeholder (git reads any file there, and fails on an empty
-one or a directory): it is a *tripwire*, removed after the command if the command created it.
+- an existing kept path is bound read-only;
+- a missing one is, as the inventory asks, a *placeholder* (an empty read-only directory, or an
+  empty file, while the command runs: created on the disk as the mount point, removed
+  afterwards if still empty), so ``git init`` or ``mkdir .agents`` fails; or a *tripwire*
+  (``config``, ``commondir``: git reads whatever is there, and fails on an empty one or a
+  directory), removed after the command if the command made it;
+- every directory between the working directory and a kept or hidden path is *pinned*: bound
+  onto itself, writable, but a mount point, which cannot be renamed or removed. A read-only
+  mount does not stop a ``rename()`` of a directory above it: ``mv .git x; mkdir .git`` would
+  put a fresh ``.git`` where git looks, and ``mv .config .cfg`` would move ``gcloud`` out from
+  under the name the next command hides.
 
 Credentials (SPEC 10.4): the locations of :func:`.trust.credential_paths` and ``DSH_HOME``,
-where they exist, are empty: a directory as an empty tmpfs, a file as ``/dev/null``.
+where they exist (resolved now, and as they resolved when the session began: a symlink swapped
+since must not uncover the place it led to), are empty: a directory as an empty tmpfs, a file as
+an empty file; so are the shell start-up and ``.env`` files that hold the key
+(:func:`.trust.key_files`).
+
+After a command (:func:`undo`): placeholders go, tripwires are undone, and a git directory the
+command made (``git init x`` with ``core.fsmonitor``, a submodule's in ``.git/modules``, a bare
+one) is looked at: a configuration that makes git run something, or an active hook, is set
+aside (renamed, nothing deleted), since git would run it outside the sandbox.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
 import stat
-import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .trust import GIT_PROTECTED_NAMES, PROTECTED_DIR_NAMES, credential_paths
+from ..chain import error_chain
+from .trust import (
+    GIT_PROTECTED_NAMES,
+    Credentials,
+    Found,
+    Inventory,
+    credential_paths,
+    inventory,
+    key_files,
+    under,
+)
 
-__all__ = [
-    "SCAN_BUDGET",
-    "Confinement",
-    "Found",
-    "RepositoryScan",
-    "confine",
-    "inside",
-    "installation_paths",
-    "on_path",
-]
-
-SCAN_BUDGET = 50_000
-"""Directory entries the scan for nested repositories looks at, at most (a home directory can
-hold millions): past it, the scan stops and says so (:attr:`Found.complete`)."""
+__all__ = ["Confinement", "confine", "on_path", "undo"]
 
 _TMP = Path("/tmp")
 """Private to the sandbox: an empty tmpfs, the host's own out of sight."""
 
-_TRIPWIRE_NAMES = ("config", "commondir", "config.worktree")
-"""Protected git entries that cannot be placeholders: git reads whatever is there."""
-
-
-def inside(path: Path, root: Path) -> bool:
-    """Whether ``path`` is strictly inside ``root`` (both resolved)."""
-    return path != root and _under(path, root)
-
-
-def _under(path: Path, other: Path) -> bool:
-    """``path.is_relative_to(other)``, on the strings: it runs for every command, many times."""
-    text, prefix = str(path), str(other)
-    return text == prefix or text.startswith(prefix if prefix.endswith("/") else prefix + "/")
-
-
-@functools.cache
-def installation_paths() -> tuple[Path, ...]:
-    """Where this dsh runs from, resolved: interpreter, prefixes, ``sys.path``, scripts, packages.
-
-    Computed once, from this process as it is at the first ask (the first command): nothing
-    here changes while dsh runs. ``python -m dsh_stdio`` has dropped the working directory from
-    ``sys.path`` before this is asked.
-    """
-    import dsh_core
-
-    candidates = [
-        sys.executable,
-        sys.prefix,
-        sys.exec_prefix,
-        sys.base_prefix,
-        sys.base_exec_prefix,
-        *(entry for entry in sys.path if entry),
-        *dsh_core.__path__,
-    ]
-    front_door = sys.modules.get("dsh_stdio")
-    if front_door is not None:
-        candidates += list(getattr(front_door, "__path__", []))
-    script = sys.argv[0] if sys.argv else ""
-    if os.path.isabs(script) and os.path.isfile(script):
-        candidates.append(os.path.dirname(script))  # the ``dsh`` script's directory
-    found: list[Path] = []
-    for candidate in candidates:
-        if not candidate or not os.path.isabs(candidate):
-            continue
-        for path in {Path(os.path.abspath(candidate)), Path(os.path.realpath(candidate))}:
-            if path not in found and os.path.lexists(path):
-                found.append(path)
-    return tuple(found)
+SET_ASIDE = ".disabled-by-dsh"
+"""What a configuration or hooks directory a command made is renamed with (see :func:`undo`)."""
 
 
 def on_path(
@@ -134,75 +81,12 @@ def on_path(
         if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
             continue
         directory = Path(os.path.realpath(entry or "."))
-        writable = root is not None and _under(directory, root)
+        writable = root is not None and under(directory, root)
         if not os.path.isabs(entry) or (writable and not _under_any(directory, read_only)):
             passed_over.append(candidate)
             continue
         return candidate, passed_over
     return None, passed_over
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """What :class:`RepositoryScan` found below the working directory."""
-
-    repositories: tuple[Path, ...] = ()
-    """Directories holding a ``.git`` (a directory or a file), the working directory excluded."""
-    protected: tuple[Path, ...] = ()
-    """``.dsh`` and ``.agents`` below the top of the working directory."""
-    complete: bool = True
-    """False when the scan stopped at :data:`SCAN_BUDGET` entries."""
-
-
-class RepositoryScan:
-    """Nested repositories and protected directories under ``root``, found at the first ask.
-
-    One walk per session (a sandbox): it does not follow symlinks and does not descend into
-    git directories, protected directories or ``skip`` (dsh's installation, read-only anyway).
-    A repository made after the walk is the model's own (see the note on what remains).
-    """
-
-    def __init__(self, root: Path, *, skip: Sequence[Path] = (), budget: int = SCAN_BUDGET):
-        self.root = root
-        self._skip = frozenset(skip)
-        self._budget = budget
-        self._found: Found | None = None
-
-    def found(self) -> Found:
-        if self._found is None:
-            self._found = self._walk()
-        return self._found
-
-    def _walk(self) -> Found:
-        if self.root == Path("/"):
-            # The whole file system, /proc and all: the note already says it is all writable.
-            return Found(complete=False)
-        repositories: list[Path] = []
-        protected: list[Path] = []
-        pending = [self.root]
-        left = self._budget
-        while pending:
-            directory = pending.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue  # unreadable, or gone meanwhile: nothing in it to protect
-            left -= len(entries)
-            if left < 0:
-                return Found(tuple(repositories), tuple(protected), complete=False)
-            for entry in entries:
-                path = Path(entry.path)
-                if entry.name == ".git":
-                    if directory != self.root:
-                        repositories.append(Path(directory))
-                    continue
-                if entry.name in PROTECTED_DIR_NAMES:
-                    if directory != self.root:
-                        protected.append(path)
-                    continue
-                if entry.is_dir(follow_symlinks=False) and path not in self._skip:
-                    pending.append(path)
-        return Found(tuple(sorted(repositories)), tuple(sorted(protected)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +100,18 @@ class Confinement:
     """Directories bound onto themselves (they cannot be renamed or removed), shallowest first."""
     placeholders: tuple[Path, ...] = ()
     """Missing directories that get an empty read-only one while a command runs."""
+    placeholder_files: tuple[Path, ...] = ()
+    """Missing files that get an empty read-only one while a command runs."""
     tripwires: tuple[Path, ...] = ()
     """Missing files git would read: removed after a command that created them."""
     hidden_dirs: tuple[Path, ...] = ()
     """Credential directories: an empty tmpfs instead."""
     hidden_files: tuple[Path, ...] = ()
-    """Credential files: ``/dev/null`` instead."""
+    """Credential files, and files that hold the key: an empty read-only file instead."""
+    git_directories: tuple[Path, ...] = ()
+    """The git directories whose configuration and hooks were kept (see :func:`undo`)."""
+    reasons: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)
+    """Why each placeholder and tripwire is kept, for the notes of :func:`undo`."""
 
 
 def confine(
@@ -231,169 +121,185 @@ def confine(
     found: Found | None = None,
     home: Path | None = None,
     dsh_home: Path | None = None,
+    credentials: Credentials | None = None,
 ) -> Confinement:
-    """What the sandbox keeps under ``root`` now (see the module docstring); ``lstat`` only."""
-    keep = _Keep(root)
-    for path in installation:  # resolved already (installation_paths): only looked at
-        if inside(path, root) and os.path.lexists(path):
-            keep.kept.append(path)
-    repositories = [root, *(found.repositories if found else ())]
-    for repository in repositories:
-        keep.repository(repository, top=repository == root)
-    for name in PROTECTED_DIR_NAMES:
-        keep.read_only(root / name, placeholder=True)
-    for path in found.protected if found else ():
-        keep.read_only(path)
-    hidden_dirs, hidden_files = _hidden(root, home, dsh_home)
-    # A mount under the private /tmp would bring the host's /tmp back (a working directory of
-    # /, say, whose dsh lives in /tmp/venv): what is out of sight there needs no keeping.
-    read_only = _outermost(p for p in keep.kept if not _out_of_sight(p, root))
-    placeholders = [p for p in keep.placeholders if not _out_of_sight(p, root)]
-    tripwires = [p for p in keep.tripwires if not _out_of_sight(p, root)]
-    pinned = sorted(
-        {
-            ancestor
-            for path in [*read_only, *placeholders, *tripwires]
-            for ancestor in path.parents
-            if inside(ancestor, root) and not _under_any(ancestor, read_only)
-        },
-        key=_depth,
-    )
+    """What the sandbox keeps under ``root`` now (see the module docstring).
+
+    ``installation`` is dsh's, resolved; ``found`` what a :class:`.RepositoryScan` found below
+    the top; ``credentials`` the locations as they resolved when the session began.
+    """
+    kept = inventory(root, installation=installation, found=found, home=home)
+    read_only: list[Path] = []
+    placeholders: list[Path] = []
+    placeholder_files: list[Path] = []
+    tripwires: list[Path] = []
+    reasons: dict[Path, str] = {}
+    for item in kept.kept:
+        path = item.path
+        if _out_of_sight(path, root):
+            # A mount under the private /tmp would bring the host's /tmp back (a working
+            # directory of /, say, whose dsh lives in /tmp/venv): it needs no keeping.
+            continue
+        if os.path.lexists(path):
+            read_only.append(path)
+            continue
+        if item.missing is None:
+            continue
+        reasons[path] = item.reason
+        if item.missing != "tripwire" and root != Path("/") and _writable_parent(path):
+            (placeholders if item.missing == "directory" else placeholder_files).append(path)
+        else:  # where bwrap could not make a mount point, a look afterwards
+            tripwires.append(path)
+    hidden_dirs, hidden_files = _hidden(root, home, dsh_home, credentials)
+    read_only_paths = _outermost(read_only)
+    hidden = [*hidden_dirs, *hidden_files]
+    pinned = _pins(root, [*read_only_paths, *placeholders, *placeholder_files, *tripwires, *hidden])
     return Confinement(
         root,
-        read_only=read_only,
+        read_only=read_only_paths,
         pinned=tuple(pinned),
-        placeholders=tuple(placeholders),
-        tripwires=tuple(tripwires),
+        placeholders=tuple(dict.fromkeys(placeholders)),
+        placeholder_files=tuple(dict.fromkeys(placeholder_files)),
+        tripwires=tuple(dict.fromkeys(tripwires)),
         hidden_dirs=hidden_dirs,
         hidden_files=hidden_files,
+        git_directories=kept.git_directories,
+        reasons=reasons,
     )
 
 
-class _Keep:
-    """Collects what :func:`confine` keeps, looking at each path once."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.kept: list[Path] = []
-        self.placeholders: list[Path] = []
-        self.tripwires: list[Path] = []
-        self._gitdirs: set[Path] = set()
-
-    def read_only(self, path: Path, *, placeholder: bool = False) -> None:
-        """Keep ``path`` read-only when it is inside; a missing one gets a placeholder if asked."""
-        resolved = Path(os.path.realpath(path))
-        if not inside(resolved, self.root):
-            return  # outside: read-only already (or the root itself: never made read-only)
-        if os.path.lexists(resolved):
-            self.kept.append(resolved)
-        elif placeholder and self.root != Path("/"):
-            # (A dangling symlink gets its target made: that is where a write would go.)
-            self.placeholder(resolved)
-
-    def placeholder(self, path: Path) -> None:
-        """A placeholder for ``path`` where one can be made: where we cannot write, neither can
-        a command, and bwrap could not make the mount point."""
-        if os.access(path.parent, os.W_OK):
-            self.placeholders.append(path)
-
-    def repository(self, directory: Path, *, top: bool) -> None:
-        """A repository's ``.git``: a directory, a ``gitdir:`` file, or (at the top) missing."""
-        dot_git = directory / ".git"
-        mode = _mode(dot_git)
-        if mode is None:
-            if top:
-                self.read_only(dot_git, placeholder=True)
-            return
-        if stat.S_ISREG(mode):
-            self.read_only(dot_git)  # the pointer: rewritten, it would lead git elsewhere
-            gitdir = _read_path(dot_git, directory, prefix="gitdir:")
-            if gitdir is not None:
-                self.gitdir(gitdir)
-            return
-        self.gitdir(Path(os.path.realpath(dot_git)))  # a directory, or a symlink to one
-
-    def gitdir(self, gitdir: Path) -> None:
-        """A git directory: its protected entries, then its submodules' and worktrees'."""
-        if not inside(gitdir, self.root) or gitdir in self._gitdirs:
-            return
-        self._gitdirs.add(gitdir)
-        entries = {name: _mode(gitdir / name) for name in GIT_PROTECTED_NAMES}
-        if _mode(gitdir / "HEAD") is None or any(
-            mode is not None and stat.S_ISLNK(mode) for mode in entries.values()
-        ):
-            self.read_only(gitdir)  # not a repository (yet), or an entry that leads elsewhere
-            return
-        linked = entries["commondir"] is not None  # a linked worktree's, or a redirected one
-        for name, mode in entries.items():
-            path = gitdir / name
-            if mode is not None:
-                self.kept.append(path)
-            elif linked and name in ("config", "hooks"):
-                continue  # git takes these from the common directory, protected on its own
-            elif name in _TRIPWIRE_NAMES:
-                self.tripwires.append(path)
-            else:
-                self.placeholder(path)
-        if linked:
-            common = _read_path(gitdir / "commondir", gitdir)
-            if common is not None:
-                self.gitdir(common)  # a bare repository's, say, which no .git leads to
-        for nested in _nested_gitdirs(gitdir):
-            self.gitdir(nested)
+def _pins(root: Path, kept: Iterable[Path]) -> list[Path]:
+    """The directories between ``root`` and each kept path (not in another kept path, which is
+    a mount already), that exist: shallowest first."""
+    top = str(root)
+    mounted = [str(path) for path in kept]
+    above: set[str] = set()
+    for path in mounted:
+        directory = os.path.dirname(path)
+        while directory not in above and directory != top and under(directory, top):
+            above.add(directory)
+            directory = os.path.dirname(directory)
+    found = [
+        Path(directory)
+        for directory in above
+        if not any(under(directory, path) for path in mounted) and os.path.isdir(directory)
+    ]
+    return sorted(found, key=_depth)
 
 
-def _nested_gitdirs(gitdir: Path) -> list[Path]:
-    """Linked worktrees' git directories (``worktrees/*``) and submodules' (``modules/**``)."""
-    found: list[Path] = []
-    pending = [gitdir / "worktrees", gitdir / "modules"]
-    while pending:
-        try:
-            entries = [e for e in os.scandir(pending.pop()) if e.is_dir(follow_symlinks=False)]
-        except OSError:
-            continue
-        for entry in entries:
-            path = Path(entry.path)
-            if os.path.lexists(path / "HEAD"):
-                found.append(path)  # its own modules/ are its business: gitdir() recurses
-            else:
-                pending.append(path)  # a submodule named with a slash: modules/a/b
-    return found
+def _writable_parent(path: Path) -> bool:
+    """Whether a placeholder can be made for ``path``: where we cannot write, neither can a
+    command, and bwrap could not make the mount point."""
+    return os.access(path.parent, os.W_OK)
 
 
-def _read_path(file: Path, base: Path, *, prefix: str = "") -> Path | None:
-    """The path ``file`` holds on its first line (after ``prefix``), resolved against ``base``;
-    None when it cannot be read or holds none."""
+def undo(plan: Confinement, after: Inventory) -> list[str]:
+    """After a command: remove the placeholders still empty, and what it made at a tripwire;
+    set aside what makes git run code in a git directory it made (``after`` lists them now).
+
+    Returns a line for the result per thing done. Runs once the sandbox is gone (its PID
+    namespace dies with its first process), so nothing can race it from inside.
+    """
+    for path in plan.placeholders:
+        with contextlib.suppress(OSError):  # not empty (someone outside wrote there): kept
+            path.rmdir()
+    for path in plan.placeholder_files:
+        with contextlib.suppress(OSError):
+            if path.lstat().st_size == 0 and stat.S_ISREG(path.lstat().st_mode):
+                path.unlink()
+    notes = [_undo_tripwire(plan, path) for path in plan.tripwires if os.path.lexists(path)]
+    known = set(plan.git_directories)
+    for gitdir in after.git_directories:
+        if gitdir not in known and not _out_of_sight(gitdir, plan.root):
+            notes += _set_aside_code(plan.root, gitdir)
+    return notes
+
+
+def _undo_tripwire(plan: Confinement, path: Path) -> str:
+    import shutil  # rarely needed; with bz2 and lzma it costs startup time
+
     try:
-        with open(file, "rb") as opened:
-            line = opened.read(4096).decode("utf-8", "replace").split("\n", 1)[0].strip()
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        done = "removed"
+    except OSError as exc:
+        done = f"could not remove ({error_chain(exc)})"
+    where = path.relative_to(plan.root)
+    reason = plan.reasons.get(path, "")
+    if path.name in GIT_PROTECTED_NAMES or not reason:
+        why = "git would take its configuration and hooks from it"
+    else:
+        why = f"git would run or read what is there ({reason})"
+    return f"[sandbox: {done} {where}, which the command created: {why}, outside the sandbox]"
+
+
+def _set_aside_code(root: Path, gitdir: Path) -> list[str]:
+    """A git directory a command made: its configuration files that make git run something,
+    and its hooks directory if it holds a hook, renamed with :data:`SET_ASIDE`."""
+    from .gitconfig import read_config
+
+    notes = []
+    where = gitdir.relative_to(root)
+    for name in ("config", "config.worktree"):
+        keys = read_config(gitdir / name).runs_code()
+        if keys:
+            said = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+            notes.append(_set_aside(gitdir / name, where, f"it sets {said}"))
+    try:
+        hooks = [e.name for e in os.scandir(gitdir / "hooks") if not e.name.endswith(".sample")]
     except OSError:
-        return None
-    if not line.startswith(prefix):
-        return None
-    target = line.removeprefix(prefix).strip()
-    return Path(os.path.realpath(base / target)) if target else None
+        hooks = []
+    if hooks:
+        notes.append(_set_aside(gitdir / "hooks", where, f"it holds hooks ({', '.join(hooks)})"))
+    return notes
+
+
+def _set_aside(path: Path, where: Path, what: str) -> str:
+    aside = path.with_name(path.name + SET_ASIDE)
+    number = 1
+    while os.path.lexists(aside):
+        number += 1
+        aside = path.with_name(f"{path.name}{SET_ASIDE}.{number}")
+    try:
+        path.rename(aside)
+        done = f"set aside {where / path.name} as {aside.name}"
+    except OSError as exc:
+        done = f"could not set aside {where / path.name} ({error_chain(exc)})"
+    return (
+        f"[sandbox: {done}: the command made the git directory {where}, and {what}, which "
+        "git would run outside the sandbox]"
+    )
 
 
 def _hidden(
-    root: Path, home: Path | None, dsh_home: Path | None
+    root: Path, home: Path | None, dsh_home: Path | None, credentials: Credentials | None
 ) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    """The credential locations that exist: (directories, files), resolved.
+    """The credential locations and key files that exist: (directories, files), resolved.
 
     One that is the working directory or holds it stays visible (hiding it would hide the work);
     one under ``/tmp`` outside the working directory is hidden already by the private ``/tmp``.
+    Only those that exist are resolved (most do not).
     """
+    paths: list[str] = []
+    if home is not None:
+        paths += map(str, credential_paths(home, dsh_home))
+    elif dsh_home is not None:
+        paths.append(str(dsh_home))
+    if credentials is not None:  # as they resolved at the session's start
+        paths += [location for location, _ in credentials.locations]
     directories: list[Path] = []
     files: list[Path] = []
-    paths = credential_paths(home, dsh_home) if home is not None else ()
-    if home is None and dsh_home is not None:
-        paths = (dsh_home,)
-    for candidate in paths:
-        path = Path(os.path.realpath(candidate))
-        mode = _mode(path)
-        if mode is None or _under(root, path):
+    for candidate in [*dict.fromkeys(paths), *map(str, key_files(home, root))]:
+        try:
+            os.lstat(candidate)  # most do not exist: nothing to resolve
+            candidate = os.path.realpath(candidate)
+            mode = os.stat(candidate).st_mode
+        except OSError:
             continue
-        if _out_of_sight(path, root):
+        path = Path(candidate)
+        if under(root, path) or _out_of_sight(path, root):
             continue
         target = directories if stat.S_ISDIR(mode) else files
         if path not in target:
@@ -413,11 +319,11 @@ def _outermost(paths: Iterable[Path]) -> tuple[Path, ...]:
 def _out_of_sight(path: Path, root: Path) -> bool:
     """Whether ``path`` is under the sandbox's private ``/tmp``, which shows none of the host's:
     under ``/tmp`` and not inside a working directory that is bound over it."""
-    return _under(path, _TMP) and (root == Path("/") or not _under(path, root))
+    return under(path, _TMP) and (root == Path("/") or not under(path, root))
 
 
 def _under_any(path: Path, others: Sequence[Path]) -> bool:
-    return any(_under(path, other) for other in others)
+    return any(under(path, other) for other in others)
 
 
 def _depth(path: Path) -> tuple[int, str]:

@@ -20,7 +20,12 @@ import re2
 
 from .base import ToolError
 
-__all__ = ["LinearRegex", "linear_regex", "literal"]
+__all__ = ["MAX_PATTERN_CHARS", "LinearRegex", "check_length", "linear_regex", "literal"]
+
+MAX_PATTERN_CHARS = 10_000
+"""The longest pattern a model may hand a tool (``grep``'s, a glob): compiling one is work on
+the event loop, before Ctrl-C can reach it, and RE2 compiles about 2 MB a second; nobody
+searches with a longer one."""
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the message comes back in the exception instead
@@ -46,6 +51,16 @@ class LinearRegex:
 def literal(text: str) -> str:
     """``text`` escaped to match itself in an RE2 pattern."""
     return str(re2.escape(text))
+
+
+def check_length(pattern: str, what: str) -> None:
+    """ToolError ``invalid arguments: <what> ...`` for a pattern longer than
+    :data:`MAX_PATTERN_CHARS`."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(
+            f"invalid arguments: {what} is {len(pattern):,} characters long; "
+            f"the limit is {MAX_PATTERN_CHARS:,}"
+        )
 
 
 def linear_regex(pattern: str, what: str, *, multiline: bool = False) -> LinearRegex:

@@ -12,7 +12,8 @@ followed; whatever lands outside the root is *outside*, which the approval polic
 
 The policy of :mod:`.trust` is applied here for every file tool: a path is judged by where it
 resolves. One in a credential location (``~/.ssh``, ``DSH_HOME``, ...) or, for ``write`` and
-``edit``, in a protected one (``.git/config``, ``.git/hooks/``, ...) needs a person's yes each
+``edit``, in a protected one (anything under a ``.git``, ``AGENTS.md``, dsh's own installation,
+what git's configuration names: :meth:`.trust.Protection.reason`) needs a person's yes each
 time (:meth:`Target.guarded`, which :attr:`Access.protected` lists). One that leads into dsh's
 own ``/proc`` files, by any spelling (``/proc/self``, ``/dev/fd/...``, a symlink, ``..`` after
 ``/proc/self/cwd``), is refused outright: every step of the resolution is checked, not only its
@@ -25,16 +26,17 @@ break in it (:func:`list_name`), so nobody can be shown where a name ends but th
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path, PurePath
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import ToolError
-from .trust import own_process_reason, protected_reason
+from .trust import own_process_reason
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Target:
     """A path argument, resolved."""
 
@@ -72,11 +74,18 @@ class Target:
     shows it: relative when inside, on one line."""
     leads: str
     """:attr:`real` as :attr:`summary` shows it: relative when inside, on one line."""
-    protected: str | None = None
-    """The protected location ``real`` is in (SPEC 10.2: ``.git/config``, ``.git/hooks/``,
-    ``.dsh/``, ``.agents/``): what ``write`` and ``edit`` may change only with a yes each time."""
     credentials: str | None = None
     """The credential location ``real`` is in (SPEC 10.4: ``~/.ssh``, ``DSH_HOME``, ...)."""
+    judge: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
+    """Names the protected location of a real path (:meth:`.trust.Protection.reason`)."""
+
+    @functools.cached_property
+    def protected(self) -> str | None:
+        """The protected location ``real`` is in (SPEC 10.1, 10.2: ``.git/config``,
+        ``.git/hooks/``, ``.dsh/``, ``AGENTS.md``, dsh's own installation, ...): what ``write``
+        and ``edit`` may change only with a yes each time. Looked up at the first ask (a
+        ``write``), not for every ``read``: it looks at the repositories of the tree."""
+        return self.judge(self.real) if self.judge is not None and self.inside else None
 
     @property
     def outside(self) -> tuple[str, ...]:
@@ -143,9 +152,13 @@ def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
     if "\0" in given:
         raise ToolError(f"invalid arguments: {name} contains a NUL character")
     try:
-        os.fsencode(given)
+        size = len(os.fsencode(given))
     except UnicodeError as exc:  # a lone surrogate from JSON: no file can be named that
         raise ToolError(f"invalid arguments: {name} is not a valid file name") from exc
+    if size > PATH_MAX:  # the kernel's limit; resolving a longer one step by step is slow
+        raise ToolError(
+            f"invalid arguments: {name} is {size:,} bytes long; no path is longer than {PATH_MAX:,}"
+        )
     root = workspace.root
     joined = os.path.join(root, _expand_home(given))  # ".." after a symlink: resolved, not cut
     try:
@@ -163,15 +176,18 @@ def resolve(workspace: Workspace, given: str, name: str = "path") -> Target:
         credentials = workspace.credentials.reason(real)
     named, leads = (_summary_path(root, path) for path in (os.path.normpath(joined), real))
     inside = is_within(real, str(root))
-    protected = protected_reason(PurePath(os.path.relpath(real, root))) if inside else None
     shown = display_path(root, given)
-    return Target(given, real, inside, shown, named, leads, protected, credentials)
+    judge = workspace.protection.reason
+    return Target(given, real, inside, shown, named, leads, credentials, judge)
 
 
 def _summary_path(root: Path, path: str) -> str:
     """An absolute, normalised path for a summary: relative when inside ``root``, one line."""
     return list_name(os.path.relpath(path, root) if is_within(path, str(root)) else path)
 
+
+PATH_MAX = 4096
+"""Linux's limit on a path handed to a system call, in bytes: a longer one names no file."""
 
 _MAX_LINKS = 40
 """Symlinks one resolution follows at most, as the kernel's ``ELOOP`` limit."""

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import codecs
 import os
+import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
 from ..fileio import format_size
 from ..llm import ToolSpec
 from . import specs
-from .base import Access, Invocation, ToolError, ToolOutput
+from .base import Access, Invocation, ToolError
 from .paths import Target, check_arguments, counted, display_path, int_argument, resolve_path
 from .regular import open_regular
 from .specs import MAX_LINE_CHARS, MAX_LINES, MAX_OUTPUT_BYTES
+from .stoppable import stoppable
 from .workspace import Fingerprint, Workspace
 
 __all__ = ["SNIFF_BYTES", "ReadTool", "read_text"]
@@ -37,7 +39,13 @@ file without a line break must not be read to its end to show 2,000 characters).
 COUNT_REST_BYTES = 8 * 1024 * 1024
 """When reading stops, lines left are counted if this much or less is left (a fast scan)."""
 
+MAX_SKIP_BYTES = 1024 * 1024 * 1024
+"""How far into a file ``read`` looks for the line to start from: past it, the call says to
+grep. (A 50 GB file of holes read to its end took minutes.)"""
+
 _BLOCK = 64 * 1024
+_SKIP_BLOCK = 1024 * 1024
+"""Passing lines, a larger block: a fifth of the time per GiB of 64 KiB blocks."""
 _LINE_BYTES = MAX_LINE_CHARS * 4 + 4
 """Bytes read of one line: enough for MAX_LINE_CHARS characters of any UTF-8 width."""
 
@@ -69,10 +77,8 @@ class ReadTool:
         offset = max(1, int_argument(arguments, "offset", 1, minimum=0))
         limit = int_argument(arguments, "limit", MAX_LINES, minimum=1)
 
-        async def run() -> ToolOutput:
-            # Synchronous on purpose: bounded work (a few hundred KiB at most), and nothing to
-            # leave half done if the turn is cancelled.
-            return ToolOutput(read_text(self.workspace, target, offset, limit))
+        def work(stop: threading.Event) -> str:
+            return read_text(self.workspace, target, offset, limit, stop)
 
         summary = target.described(writing=False)
         if offset > 1:
@@ -80,16 +86,25 @@ class ReadTool:
         access = Access("read", target.outside, protected=target.guarded(writing=False))
         if self.workspace.in_skill(target.real):  # a file of a loaded skill: no question
             access = Access("read")
-        return Invocation(access, summary, run)
+        # In a thread of its own: an offset deep into a huge file means reading up to it, and
+        # Ctrl-C must not wait for that (nothing is left half done: it only reads).
+        return Invocation(access, summary, stoppable(work, name="dsh-read"))
 
 
-def read_text(workspace: Workspace, target: Target, offset: int, limit: int) -> str:
-    """What ``read`` answers; records the file in the session's read tracker."""
+def read_text(
+    workspace: Workspace,
+    target: Target,
+    offset: int,
+    limit: int,
+    stop: threading.Event | None = None,
+) -> str:
+    """What ``read`` answers; records the file in the session's read tracker. ``stop``, once
+    set, ends the reading at its next block (the call was cancelled)."""
     fd, status = open_regular(target, "read")
     with open(fd, "rb", buffering=_BLOCK) as file:
         try:
             _check_text(target, os.pread(fd, SNIFF_BYTES, 0))
-            text = _numbered(target, file, status, offset, limit)
+            text = _numbered(target, file, status, offset, limit, stop or threading.Event())
         except OSError as exc:
             raise ToolError(f"cannot read {target.shown}") from exc
     workspace.read_files.record(target.real, Fingerprint.of(status))
@@ -116,9 +131,25 @@ def _check_text(target: Target, head: bytes) -> None:
 
 
 def _numbered(
-    target: Target, file: IO[bytes], status: os.stat_result, offset: int, limit: int
+    target: Target,
+    file: IO[bytes],
+    status: os.stat_result,
+    offset: int,
+    limit: int,
+    stop: threading.Event,
 ) -> str:
-    passed = _skip_lines(file, offset - 1)
+    if status.st_size and offset - 1 > status.st_size:  # (a /proc file says it is empty)
+        raise ToolError(
+            f"cannot read {target.shown} from line {offset:,}: it has at most "
+            f"{counted(status.st_size, 'line')} ({format_size(status.st_size)})"
+        )
+    passed = _skip_lines(file, offset - 1, stop)
+    if passed < 0:
+        raise ToolError(
+            f"cannot read {target.shown} from line {offset:,}: its first "
+            f"{format_size(MAX_SKIP_BYTES)} hold {counted(-passed - 1, 'line')}, and read looks "
+            "no further for the line to start from; grep finds text anywhere in a file this large"
+        )
     if passed == 0 and offset > 1:  # not one byte to pass
         return f"[{target.shown} is empty]"
     shown: list[str] = []
@@ -164,13 +195,20 @@ def _numbered(
     return "\n".join(shown)
 
 
-def _skip_lines(file: IO[bytes], count: int) -> int:
+def _skip_lines(file: IO[bytes], count: int, stop: threading.Event) -> int:
     """Move past ``count`` lines without holding them; how many lines were passed (fewer when
-    the file ends first, a last line without a newline included)."""
+    the file ends first, a last line without a newline included), or ``-1 - passed`` when
+    :data:`MAX_SKIP_BYTES` were read first. ToolError once ``stop`` is set."""
     passed = 0
+    skipped = 0
     open_line = False  # bytes after the last newline passed: a line without its newline yet
     while passed < count:
-        block = file.read(_BLOCK)
+        if stop.is_set():
+            raise ToolError("read was stopped")  # the call was cancelled: nobody reads this
+        if skipped >= MAX_SKIP_BYTES:
+            return -1 - passed
+        block = file.read(_SKIP_BLOCK)
+        skipped += len(block)
         if not block:
             return passed + open_line
         newlines = block.count(b"\n")

@@ -54,20 +54,16 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..chain import error_chain
 from ..errors import SANDBOX_UNAVAILABLE, HarnessError
-from .confinement import (
-    Confinement,
-    RepositoryScan,
-    confine,
-    inside,
-    installation_paths,
-    on_path,
-)
 from .launchers import Launch, Launcher, Unsandboxed
 from .workspace import Workspace, child_environment
+
+if TYPE_CHECKING:  # the policy loads with the first command, not at startup
+    from .confinement import Confinement
+    from .trust import Credentials, Inventory, Scan
 
 __all__ = [
     "INSTALL_HINT",
@@ -92,6 +88,15 @@ SYSTEM_BWRAP = "/usr/bin/bwrap"
 
 _PROBE_TIMEOUT_S = 30.0
 """A bound for a bwrap that hangs, not a measurement: the probe takes milliseconds."""
+
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs")
+"""Kernel knobs in the sandbox's own ``/proc`` that a command run as root could write: the
+sysctls, ``sysrq-trigger`` (uid 0 needs no capability to write ``b`` there, which reboots the
+host), nfsd's; read-only, as Docker keeps them. bubblewrap means to cover ``sys``,
+``sysrq-trigger``, ``irq`` and ``bus`` itself, but skips any that ``access()`` calls
+unwritable when it looks (here it left ``/proc/sys`` writable to a root dsh): so these are
+bound whatever it does (``irq`` and ``bus`` it did cover: the attack test looks at all five).
+Only those this kernel has: bwrap cannot bind a missing one."""
 
 _READ_ONLY_WORDS = ("read-only file system", "device or resource busy")
 _NO_SOCKET_WORDS = ("address family not supported",)
@@ -147,9 +152,12 @@ class Bwrap:
     dsh_home: Path | None = None
     """``DSH_HOME``: hidden from commands, like the credentials."""
     installation: tuple[Path, ...] = ()
-    """dsh's installation (:func:`.confinement.installation_paths`): read-only where inside."""
-    scan: RepositoryScan | None = field(default=None, compare=False, repr=False)
-    """Finds nested repositories, once; None: only the working directory's own."""
+    """dsh's installation (:func:`.trust.installation_paths`) and the bwrap program: read-only
+    where inside."""
+    scan: Scan | None = field(default=None, compare=False, repr=False)
+    """Finds nested repositories, kept up to date; None: only the working directory's own."""
+    credentials: Credentials | None = field(default=None, compare=False, repr=False)
+    """The credential locations as they resolved when the session began: hidden too."""
     seccomp: bytes | None = field(default_factory=_socket_filter, repr=False)
     """The seccomp program handed to bwrap; None where this machine has none."""
 
@@ -163,21 +171,22 @@ class Bwrap:
     ) -> Bwrap:
         """A Bwrap for ``workspace``: its root, its user's home and ``DSH_HOME``, dsh's
         installation."""
+        from .trust import inside
+
         dsh_home = workspace.dsh_home
         home = workspace.environment.get("HOME") or os.path.expanduser("~")
-        installation = tuple(
-            path
-            for path in (*installation_paths(), Path(os.path.realpath(program)))
-            if inside(path, workspace.root)  # only these need a mount
-        )
+        protection = workspace.protection  # the file tools' own: one scan, one list
+        program_path = Path(os.path.realpath(program))
+        extra = (program_path,) if inside(program_path, workspace.root) else ()
         return cls(
             workspace.root,
             network=network,
             program=program,
             home=Path(os.path.realpath(home)) if home.startswith("/") else None,
             dsh_home=Path(os.path.realpath(dsh_home)) if dsh_home is not None else None,
-            installation=installation,
-            scan=RepositoryScan(workspace.root, skip=installation),
+            installation=(*protection.installation, *extra),
+            scan=protection.scan,
+            credentials=workspace.credentials,
         )
 
     @property
@@ -199,13 +208,22 @@ class Bwrap:
 
     def confinement(self) -> Confinement:
         """What the sandbox keeps and hides inside ``root`` now (looked at for each command)."""
+        from .confinement import confine
+
         return confine(
             self.root,
             installation=self.installation,
             found=self.scan.found() if self.scan is not None else None,
             home=self.home,
             dsh_home=self.dsh_home,
+            credentials=self.credentials,
         )
+
+    def inventory(self) -> Inventory:
+        """What is kept inside ``root`` now: after a command, to see what it made."""
+        from .trust import Protection
+
+        return Protection(self.root, self.installation, self.scan, self.home).inventory()
 
     def arguments(self, plan: Confinement | None = None) -> list[str]:
         """bwrap's options, in the order they must be applied (later mounts cover earlier)."""
@@ -215,7 +233,10 @@ class Bwrap:
         options = ["--ro-bind", "/", "/"]
         if whole:  # before /dev, /proc and /tmp: binding / again would bring the host's back
             options += ["--bind", "/", "/"]
-        options += ["--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        options += ["--dev", "/dev", "--proc", "/proc"]
+        for knob in _PROC_READ_ONLY:
+            if os.path.exists(knob):
+                options += ["--ro-bind", knob, knob]
         options += ["--tmpfs", "/tmp"]
         if not whole:  # after /tmp: a working directory under /tmp goes on top of the tmpfs
             options += ["--bind", root, root]
@@ -227,8 +248,8 @@ class Bwrap:
             options += ["--tmpfs", str(path), "--remount-ro", str(path)]
         for path in plan.hidden_dirs:
             options += ["--tmpfs", str(path)]
-        for path in plan.hidden_files:  # reads as empty
-            options += ["--ro-bind", "/dev/null", str(path)]
+        for path in (*plan.placeholder_files, *plan.hidden_files):
+            options += ["--ro-bind", empty_file(), str(path)]  # reads as empty, stays put
         if not self.network:
             options.append("--unshare-net")
         options += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
@@ -265,7 +286,9 @@ class Bwrap:
             try:
                 yield launch
             finally:
-                launch.notes += _undo(plan)
+                from .confinement import undo
+
+                launch.notes += undo(plan, self.inventory())
         finally:
             for fd in own:
                 os.close(fd)
@@ -300,6 +323,27 @@ class Bwrap:
         )
 
 
+@functools.cache
+def empty_file() -> str:
+    """An empty read-only file, one per process: what a hidden file (a credential, a file
+    holding the key) or a missing ``AGENTS.md`` is inside the sandbox. It reads as empty and a
+    write is refused as read-only; ``/dev/null`` would not do, since bwrap binds it ``nodev``
+    and opening it is refused. Removed when dsh exits."""
+    import atexit
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="dsh-empty-")
+    os.close(fd)
+    os.chmod(path, 0o444)
+    atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 class _FirstProcess:
     """The sandbox's first process, as bwrap writes it to ``--info-fd`` (``child-pid``).
 
@@ -321,37 +365,6 @@ class _FirstProcess:
                 pid = json.loads(self._data).get("child-pid")
                 self._pid = pid if isinstance(pid, int) and pid > 0 else None
         return self._pid
-
-
-def _undo(plan: Confinement) -> list[str]:
-    """After a command: remove the placeholders still empty, and what it made at a tripwire.
-
-    Returns a line for the result per tripwire the command crossed. Runs once the sandbox is
-    gone (its PID namespace dies with its first process), so nothing can race it from inside.
-    """
-    for path in plan.placeholders:
-        with contextlib.suppress(OSError):  # not empty (someone outside wrote there): kept
-            path.rmdir()
-    notes = []
-    for path in plan.tripwires:
-        if not os.path.lexists(path):
-            continue
-        import shutil  # rarely needed; with bz2 and lzma it costs startup time
-
-        try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            done = "removed"
-        except OSError as exc:
-            done = f"could not remove ({error_chain(exc)})"
-        where = path.relative_to(plan.root)
-        notes.append(
-            f"[sandbox: {done} {where}, which the command created: git would take its "
-            "configuration and hooks from it, outside the sandbox]"
-        )
-    return notes
 
 
 class AutoSandbox:
@@ -448,6 +461,9 @@ def find_bwrap(path: str, *, root: Path | None = None) -> tuple[str | None, str 
     """The bwrap to run, from ``PATH`` (see the module docstring): (program, None), or
     (None, why there is none)."""
     # What the sandbox keeps read-only inside root (only those: one holding root keeps nothing).
+    from .confinement import on_path
+    from .trust import inside, installation_paths
+
     read_only = [p for p in installation_paths() if root is not None and inside(p, root)]
     program, passed_over = on_path("bwrap", path, root=root, read_only=read_only)
     if program is not None:

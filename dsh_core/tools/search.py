@@ -5,7 +5,7 @@ say in their result what they could not read. ``glob`` lists files newest first;
 ``path:line:text`` in walk order (name order, a directory's files before its subdirectories).
 Both run in a daemon thread, so that the event loop goes on, told to stop when the call is
 cancelled (checked between files, and between the 8 MiB pieces of a large file), and left
-behind at exit if still busy (:func:`in_daemon_thread`).
+behind at exit if still busy (:mod:`.stoppable`).
 
 Every pattern is matched in linear time (:mod:`.linear`, RE2; SPEC 10.7), and RE2 releases the
 GIL while it searches, so Ctrl-C is seen at once whatever the pattern. ``grep`` searches a
@@ -16,32 +16,27 @@ pattern's literal start (:func:`literal_prefix`) is not searched at all.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
 import heapq
 import os
 import re
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from ..fileio import read_up_to
 from ..llm import ToolSpec
 from . import specs
-from .base import Access, Invocation, ToolError, ToolOutput
-from .linear import LinearRegex, linear_regex
+from .base import Access, Invocation, ToolError
+from .linear import LinearRegex, check_length, linear_regex
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
+from .stoppable import stoppable
 from .walk import Walk, glob_test, rules_above, split_pattern
 from .workspace import Workspace
 
-__all__ = ["GlobTool", "GrepTool", "in_daemon_thread", "literal_prefix"]
-
-A = TypeVar("A")
-R = TypeVar("R")
+__all__ = ["GlobTool", "GrepTool", "literal_prefix"]
 
 _CHUNK = 8 * 1024 * 1024
 """Files are searched in pieces of about this size (cut at line ends): bounded memory."""
@@ -95,7 +90,7 @@ class GlobTool:
         summary = pattern if given is None else f"{pattern} in {given}"
         if not target.inside:
             summary += f" (outside the working directory: {target.real})"
-        return Invocation(_access(target), _guarded(summary, target), _runner(work))
+        return Invocation(_access(target), _guarded(summary, target), stoppable(work))
 
 
 def _glob_result(found: list[tuple[int, str]], pattern: str, target: Target, walk: Walk) -> str:
@@ -156,6 +151,7 @@ class GrepTool:
         pattern = string_argument(arguments, "pattern")
         files = string_argument(arguments, "glob", required=False)
         assert pattern is not None
+        check_length(pattern, "pattern")
         regex = linear_regex(pattern, "pattern", multiline=True)
         needle = literal_prefix(pattern).encode("utf-8")
         name_filter = None if files is None else glob_test(files, "glob")
@@ -191,7 +187,7 @@ class GrepTool:
             return _grep_result(found, pattern, target, walk)
 
         summary = f"/{pattern}/ in {target.summary}" + (f" ({files})" if files else "")
-        return Invocation(_access(target), _guarded(summary, target), _runner(work))
+        return Invocation(_access(target), _guarded(summary, target), stoppable(work))
 
 
 def _access(target: Target) -> Access:
@@ -390,45 +386,3 @@ def _begin(
         relative = os.path.relpath(target.real, root)
         return walk, ("" if relative == "." else relative + "/"), False
     return walk, target.shown.rstrip("/") + "/", False
-
-
-def _runner(work: Callable[[threading.Event], str]) -> Callable[[], Awaitable[ToolOutput]]:
-    """``run`` for a walk: in a daemon thread, told to stop when the call is cancelled."""
-
-    async def run() -> ToolOutput:
-        stop = threading.Event()
-        try:
-            return ToolOutput(await in_daemon_thread(work, stop))
-        finally:
-            stop.set()
-
-    return run
-
-
-async def in_daemon_thread(function: Callable[[A], R], argument: A) -> R:
-    """``function(argument)`` run in a daemon thread of its own; its result or its exception.
-
-    Not ``asyncio.to_thread``: ``asyncio.run`` joins the default executor's threads at its end,
-    so a cancelled search still busy (a regex that never gets back to checking ``stop``) would
-    keep dsh from exiting. A daemon thread is left behind instead; its result goes nowhere.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[R] = loop.create_future()
-
-    def settle(outcome: Callable[[], None]) -> None:
-        if not future.done():  # cancelled meanwhile: nobody waits for the answer
-            outcome()
-
-    def target() -> None:
-        try:
-            result = function(argument)
-        except BaseException as exc:
-            answer = functools.partial(future.set_exception, exc)
-        else:
-            answer = functools.partial(future.set_result, result)
-        # RuntimeError: the loop is closed, the call was abandoned long ago.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, answer)
-
-    threading.Thread(target=target, name="dsh-search", daemon=True).start()
-    return await future

@@ -2,31 +2,73 @@
 
 Two mechanisms enforce it, and both read it from here, so they cannot drift apart:
 
-- the sandbox (:mod:`.sandbox`) makes protected paths read-only and credentials empty for
-  commands;
-- the file tools and the approval policy (:mod:`dsh_core.approval`) ask every time on a
-  terminal and refuse on a pipe, whatever ``--allow`` says.
+- the sandbox (:mod:`.confinement`, :mod:`.sandbox`) keeps what :func:`inventory` lists
+  read-only for commands, and hides credentials and the files that hold the key;
+- the file tools (:mod:`.paths`) and the approval policy (:mod:`dsh_core.approval`) ask every
+  time on a terminal and refuse on a pipe, whatever ``--allow`` says, for a ``write`` or
+  ``edit`` of a path :meth:`Protection.reason` names: the same list, and a few rules by name.
 
-    credential_paths(Path.home(), dsh_home)   # ~/.ssh, ~/.aws, ..., and DSH_HOME itself
+What is kept inside the working directory, and why (:func:`inventory`):
+
+- dsh's own installation (SPEC 10.1): its interpreter, prefixes, ``sys.path``, scripts and
+  packages, where they lie inside (a project's ``.venv``): a ``.pth`` planted there runs at
+  dsh's next start, outside the sandbox, with the key;
+- what git runs code from at the user's next ``git`` (SPEC 10.2): every repository's
+  ``config``, ``hooks/``, ``commondir`` and ``config.worktree`` (the working directory's, nested
+  ones, submodules', worktrees', bare ones), a ``.git`` *file* (the ``gitdir:`` pointer), and
+  the paths a configuration names (:mod:`.gitconfig`: ``core.hooksPath``, included files, a
+  program of the tree that ``core.fsmonitor`` or an alias runs), git's global configuration
+  when it lies inside;
+- what steers later sessions: ``.dsh/``, ``.agents/`` and ``AGENTS.md`` (SPEC 9: the system
+  prompt quotes them).
+
+The file tools also refuse, by name and without looking at the disk, anything under a ``.git``
+(a file or a directory, at any depth: a model that writes ``src/.git`` makes a repository), and
+anything in or making a directory that git would take for a git directory (``HEAD``,
+``objects/`` and ``refs/``: git uses one where it finds one, no ``.git`` needed).
+
+    inventory(root, installation=installation, found=scan.found(), home=home).kept
+    Protection(root, installation=installation, scan=scan).reason("/w/.venv/lib/x.pth")
     protected_reason(PurePath(".git/hooks/pre-commit"))   # ".git/hooks/"
     Credentials.of(Path.home(), dsh_home).reason("/home/me/.ssh/id_rsa")   # "~/.ssh"
     own_process_reason("/proc/self/environ")   # "/proc/self": refused to tools, always
+    key_files(home, root)   # ~/.bashrc, when it holds the key: hidden from commands
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from dataclasses import dataclass
+import stat
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
+from typing import Literal, Protocol
+
+from ..context import AGENTS_FILE
+from ..fileio import read_regular
 
 __all__ = [
     "CREDENTIAL_NAMES",
     "GIT_PROTECTED_NAMES",
+    "INSTALLATION",
     "PROCESS_ENVIRONMENT",
     "PROTECTED_DIR_NAMES",
+    "STARTUP_FILES",
     "Credentials",
+    "Found",
+    "Inventory",
+    "Kept",
+    "Protection",
+    "Scan",
     "credential_paths",
+    "inside",
+    "installation_paths",
+    "inventory",
+    "key_files",
+    "looks_like_git_directory",
     "own_process_reason",
     "protected_reason",
 ]
@@ -49,13 +91,38 @@ CREDENTIAL_NAMES = (
 """Relative to the user's home directory: where credentials live (SPEC 10.4)."""
 
 GIT_PROTECTED_NAMES = ("config", "hooks", "commondir", "config.worktree")
-"""Inside a ``.git`` directory: what git runs code from at the user's next ``git`` command
+"""Inside a git directory: what git runs code from at the user's next ``git`` command
 (``core.fsmonitor``, ``core.hooksPath``, aliases, filters; hook scripts), and what moves where
 it reads those from (``commondir`` names another directory for ``config`` and ``hooks``;
 ``config.worktree`` is read too once ``extensions.worktreeConfig`` is set)."""
 
 PROTECTED_DIR_NAMES = (".dsh", ".agents")
 """dsh's own project directories: what they hold steers later sessions."""
+
+GIT_DIRECTORY_NAMES = ("HEAD", "objects", "refs")
+"""What makes a directory a git directory to git's discovery (``is_git_directory``)."""
+
+INSTALLATION = "dsh's own installation"
+
+STARTUP_FILES = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".kshrc",
+    ".mkshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".config/fish/config.fish",
+)
+"""Shell start-up files in the home directory: where people ``export`` their API key."""
+
+KEY_FILE_BYTES = 1024 * 1024
+"""How much of a start-up or ``.env`` file is looked through for the key."""
 
 
 def credential_paths(home: Path, dsh_home: Path | None = None) -> tuple[Path, ...]:
@@ -67,22 +134,375 @@ def credential_paths(home: Path, dsh_home: Path | None = None) -> tuple[Path, ..
 
 
 def protected_reason(relative: PurePath) -> str | None:
-    """Which protected path ``relative`` (to the working directory, symlinks resolved) is in.
+    """Which protected name ``relative`` (to the working directory, symlinks resolved) is in.
 
-    ``.git/config`` and ``.git/hooks/`` of any repository, nested ones included (a
-    submodule's, kept in ``.git/modules/<name>/``, too), and the ``.dsh/`` and ``.agents/``
-    directories at any depth; None when it is none of them.
+    Anything named ``.git`` or under one, at any depth (``.git/config`` and ``.git/hooks/``
+    by name, the rest as ``.git/``; a ``.git`` file as ``.git``), the ``.dsh/`` and
+    ``.agents/`` directories at any depth, and any ``AGENTS.md``; None for anything else.
     """
     parts = relative.parts
-    in_git = False
-    for part in parts:
+    for index, part in enumerate(parts):
         if part in PROTECTED_DIR_NAMES:
             return f"{part}/"
         if part == ".git":
-            in_git = True
-        elif in_git and part in GIT_PROTECTED_NAMES:
-            return f".git/{part}/" if part == "hooks" else f".git/{part}"
+            below = parts[index + 1 :]
+            if not below:
+                return ".git"
+            for name in below:  # .git/modules/<name>/config: a submodule's config
+                if name in GIT_PROTECTED_NAMES:
+                    return f".git/{name}/" if name == "hooks" else f".git/{name}"
+            return ".git/"
+    if parts and parts[-1] == AGENTS_FILE:
+        return AGENTS_FILE
     return None
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` is strictly inside ``root`` (both resolved)."""
+    return path != root and under(path, root)
+
+
+def under(path: Path | str, other: Path | str) -> bool:
+    """Whether ``path`` is ``other`` or below it: on the strings (both absolute, normalised)."""
+    text, prefix = str(path), str(other)
+    return text == prefix or text.startswith(prefix if prefix.endswith("/") else prefix + "/")
+
+
+@functools.cache
+def installation_paths() -> tuple[Path, ...]:
+    """Where this dsh runs from, resolved: interpreter, prefixes, ``sys.path``, scripts, packages.
+
+    Computed once, from this process as it is at the first ask (the first command): nothing
+    here changes while dsh runs. ``python -m dsh_stdio`` has dropped the working directory from
+    ``sys.path`` before this is asked.
+    """
+    import dsh_core
+
+    candidates = [
+        sys.executable,
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        *(entry for entry in sys.path if entry),
+        *dsh_core.__path__,
+    ]
+    front_door = sys.modules.get("dsh_stdio")
+    if front_door is not None:
+        candidates += list(getattr(front_door, "__path__", []))
+    script = sys.argv[0] if sys.argv else ""
+    if os.path.isabs(script) and os.path.isfile(script):
+        candidates.append(os.path.dirname(script))  # the ``dsh`` script's directory
+    found: list[Path] = []
+    for candidate in candidates:
+        if not candidate or not os.path.isabs(candidate):
+            continue
+        for path in {Path(os.path.abspath(candidate)), Path(os.path.realpath(candidate))}:
+            if path not in found and os.path.lexists(path):
+                found.append(path)
+    return tuple(found)
+
+
+def looks_like_git_directory(directory: str, adding: str = "") -> bool:
+    """Whether git would take ``directory`` for a git directory (``HEAD``, ``objects``,
+    ``refs``), counting ``adding`` (a path about to be written) as there."""
+    for name in GIT_DIRECTORY_NAMES:
+        path = os.path.join(directory, name)
+        if not (under(adding, path) if adding else False) and not os.path.lexists(path):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a scan of the working directory found below its top (see :mod:`.repositories`)."""
+
+    repositories: tuple[Path, ...] = ()
+    """Directories holding a ``.git`` (a directory or a file), the working directory excluded."""
+    git_directories: tuple[Path, ...] = ()
+    """Directories that are git directories themselves (a bare repository, or one being made)."""
+    protected: tuple[Path, ...] = ()
+    """``.dsh``, ``.agents`` and ``AGENTS.md`` below the top of the working directory."""
+    complete: bool = True
+    """False when the scan stopped at its budget: what lies past it is not known."""
+
+
+class Scan(Protocol):
+    """Finds what :class:`Found` holds, up to date at each ask."""
+
+    def found(self) -> Found: ...
+
+
+Missing = Literal["directory", "file", "tripwire"]
+"""What the sandbox does with a kept path that does not exist: an empty read-only directory or
+file there while a command runs, or a look afterwards (a *tripwire*: what a command made there
+is removed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A path kept from the model inside the working directory, and why."""
+
+    path: Path
+    """Absolute, resolved."""
+    reason: str
+    """As the question shows it: ``.git/config``, ``dsh's own installation``."""
+    missing: Missing | None = None
+    """What to do while it does not exist; None: nothing (nothing there runs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Everything kept inside one working directory, now."""
+
+    kept: tuple[Kept, ...]
+    git_directories: tuple[Path, ...]
+    """Every git directory inside, each once: the sandbox looks at new ones after a command."""
+
+
+def inventory(
+    root: Path,
+    *,
+    installation: Iterable[Path] = (),
+    found: Found | None = None,
+    home: Path | None = None,
+) -> Inventory:
+    """What is kept inside ``root`` now (see the module docstring); ``lstat`` and reading git's
+    configuration files only. ``installation`` and ``root`` are resolved."""
+    taking = _Taking(root, home)
+    for path in installation:
+        if inside(path, root) and os.path.lexists(path):
+            taking.kept.append(Kept(path, INSTALLATION))
+    taking.repository(root, top=True)
+    for repository in found.repositories if found else ():
+        taking.repository(repository, top=False)
+    for gitdir in found.git_directories if found else ():
+        taking.gitdir(gitdir, top=gitdir)
+    if home is not None:
+        for config in _global_git_configs(home):  # inside when dsh runs in the home directory
+            taking.take(config, "git's global configuration", "tripwire")
+            taking.named_by(config, top=root)
+    for name in PROTECTED_DIR_NAMES:
+        taking.take(root / name, f"{name}/", "directory")
+    taking.take(root / AGENTS_FILE, AGENTS_FILE, "file")
+    for path in found.protected if found else ():
+        taking.take(path, f"{path.name}/" if path.name in PROTECTED_DIR_NAMES else path.name)
+    return Inventory(tuple(taking.kept), tuple(taking.gitdirs))
+
+
+class _Taking:
+    """Collects what :func:`inventory` keeps, looking at each path once."""
+
+    def __init__(self, root: Path, home: Path | None) -> None:
+        self.root = root
+        self.home = home
+        self.kept: list[Kept] = []
+        self.gitdirs: list[Path] = []
+
+    def take(self, path: Path, reason: str, missing: Missing | None = None) -> None:
+        """Keep ``path`` (resolved here) when it is inside."""
+        resolved = Path(os.path.realpath(path))
+        if inside(resolved, self.root):
+            self.kept.append(Kept(resolved, reason, missing))
+
+    def repository(self, directory: Path, *, top: bool) -> None:
+        """A repository's ``.git``: a directory, a ``gitdir:`` file, or (at the top) missing."""
+        dot_git = directory / ".git"
+        mode = _mode(dot_git)
+        shown = self._shown(dot_git)
+        if mode is None:
+            if top:
+                self.take(dot_git, shown, "directory")
+            return
+        if stat.S_ISREG(mode):
+            self.take(dot_git, shown)  # the pointer: rewritten, it would lead git elsewhere
+            gitdir = _read_path(dot_git, directory, prefix="gitdir:")
+            if gitdir is not None:
+                self.gitdir(gitdir, top=directory)
+            return
+        self.gitdir(Path(os.path.realpath(dot_git)), top=directory)  # a directory, or a link
+
+    def gitdir(self, gitdir: Path, *, top: Path) -> None:
+        """A git directory: its protected entries, what its configuration names, then its
+        common directory's, its submodules' and its worktrees'. ``top``: its working tree."""
+        if not inside(gitdir, self.root) or gitdir in self.gitdirs:
+            return
+        shown = self._shown(gitdir)
+        if not os.path.lexists(gitdir):  # a pointer to nowhere yet: what a command makes there
+            # is removed after it (git would take it for the repository)
+            self.take(gitdir, shown, "tripwire")
+            return
+        self.gitdirs.append(gitdir)
+        entries = {name: _mode(gitdir / name) for name in GIT_PROTECTED_NAMES}
+        if _mode(gitdir / "HEAD") is None or any(
+            mode is not None and stat.S_ISLNK(mode) for mode in entries.values()
+        ):
+            self.kept.append(Kept(gitdir, shown))  # not a repository (yet), or an entry that
+            return  # leads elsewhere: whole
+        linked = entries["commondir"] is not None  # a linked worktree's, or a redirected one
+        for name, mode in entries.items():
+            path = gitdir / name
+            reason = f"{shown}/{name}" + ("/" if name == "hooks" else "")
+            if mode is not None:
+                self.kept.append(Kept(path, reason))
+            elif linked and name in ("config", "hooks"):
+                continue  # git takes these from the common directory, kept on its own
+            else:
+                self.kept.append(Kept(path, reason, "directory" if name == "hooks" else "tripwire"))
+        for name in ("config", "config.worktree"):
+            if entries[name] is not None:
+                self.named_by(gitdir / name, top=top)
+        if linked:
+            common = _read_path(gitdir / "commondir", gitdir)
+            if common is not None:
+                self.gitdir(common, top=top)  # a bare repository's, say, which no .git leads to
+        for nested in _nested_gitdirs(gitdir):
+            self.gitdir(nested, top=top)
+
+    def named_by(self, path: Path, *, top: Path) -> None:
+        """What the configuration file ``path`` names (:mod:`.gitconfig`): the files it
+        includes, its hooks directory, the programs of the tree it runs."""
+        from .gitconfig import read_config  # only a command or a write needs it
+
+        config = read_config(path, home=self.home)
+        for named in config.named_paths(top, self.home):
+            missing: Missing = "directory" if named.directory else "tripwire"
+            self.take(named.path, _shown_key(named.reason, self.root), missing)
+
+    def _shown(self, path: Path) -> str:
+        return os.path.relpath(path, self.root) if under(path, self.root) else str(path)
+
+
+def _shown_key(reason: str, root: Path) -> str:
+    """``core.hooksPath in /w/.git/config`` -> ``core.hooksPath in .git/config``."""
+    key, _, file = reason.partition(" in ")
+    if file and under(file, root):
+        file = os.path.relpath(file, root)
+    return f"{key} in {file}" if file else key
+
+
+def _global_git_configs(home: Path) -> list[Path]:
+    """Git's configuration files for this user (``git config --global`` writes the first)."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+    return [home / ".gitconfig", Path(xdg) / "git" / "config"]
+
+
+def _nested_gitdirs(gitdir: Path) -> list[Path]:
+    """Linked worktrees' git directories (``worktrees/*``) and submodules' (``modules/**``)."""
+    found: list[Path] = []
+    pending = [gitdir / "worktrees", gitdir / "modules"]
+    while pending:
+        try:
+            entries = [e for e in os.scandir(pending.pop()) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if os.path.lexists(path / "HEAD"):
+                found.append(path)  # its own modules/ are its business: gitdir() recurses
+            else:
+                pending.append(path)  # a submodule named with a slash: modules/a/b
+    return found
+
+
+def _read_path(file: Path, base: Path, *, prefix: str = "") -> Path | None:
+    """The path ``file`` holds on its first line (after ``prefix``), resolved against ``base``;
+    None when it cannot be read or holds none."""
+    try:
+        with open(file, "rb") as opened:
+            line = opened.read(4096).decode("utf-8", "replace").split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    if not line.startswith(prefix):
+        return None
+    target = line.removeprefix(prefix).strip()
+    return Path(os.path.realpath(base / target)) if target else None
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return path.lstat().st_mode
+    except OSError:
+        return None
+
+
+@dataclass
+class Protection:
+    """What ``write`` and ``edit`` may change inside one working directory only with a person's
+    yes each time (SPEC 10.1, 10.2): the :func:`inventory` the sandbox keeps, and the names."""
+
+    root: Path
+    """The working directory, resolved."""
+    installation: tuple[Path, ...] = ()
+    """dsh's installation, resolved (:func:`installation_paths`)."""
+    scan: Scan | None = field(default=None, repr=False)
+    """Finds nested repositories and protected names; None: only the top is looked at."""
+    home: Path | None = None
+    """The user's home directory: where ``~/`` in git's configuration leads."""
+
+    def inventory(self) -> Inventory:
+        """What is kept now (the scan brought up to date first)."""
+        return inventory(
+            self.root,
+            installation=self.installation,
+            found=self.scan.found() if self.scan is not None else None,
+            home=self.home,
+        )
+
+    def reason(self, real: str) -> str | None:
+        """Why a ``write``/``edit`` of ``real`` (absolute, resolved) needs a person each time;
+        None when it does not (outside the working directory is judged elsewhere)."""
+        root = str(self.root)
+        if real == root or not under(real, root):
+            return None
+        named = protected_reason(PurePath(os.path.relpath(real, root)))
+        if named is not None:
+            return named
+        kept = self.inventory()
+        for item in kept.kept:
+            if under(real, item.path):
+                return item.reason
+        for gitdir in kept.git_directories:
+            if under(real, gitdir):
+                return f"the git directory {os.path.relpath(gitdir, root)}"
+        directory = os.path.dirname(real)
+        while under(directory, root):
+            if looks_like_git_directory(directory, adding=real):
+                return f"the git directory {os.path.relpath(directory, root)}"
+            directory = os.path.dirname(directory)
+        return None
+
+
+def key_files(home: Path | None, root: Path | None) -> tuple[Path, ...]:
+    """The shell start-up files (in ``home``) and ``.env*`` files (in ``home`` and at the top
+    of ``root``) that hold a secret dsh masks (the API key), resolved; empty without one."""
+    from ..masking import SECRETS, mask
+
+    if not SECRETS:
+        return ()
+    candidates = [home / name for name in STARTUP_FILES] if home is not None else []
+    for directory in {home, root} - {None}:
+        assert directory is not None
+        try:
+            with os.scandir(directory) as entries:
+                candidates += [Path(e.path) for e in entries if e.name.startswith(".env")]
+        except OSError:
+            continue
+    found: list[Path] = []
+    for candidate in candidates:
+        if _holds_secret(candidate, mask):  # opened first: most do not exist
+            path = Path(os.path.realpath(candidate))
+            if path not in found:
+                found.append(path)
+    return tuple(found)
+
+
+def _holds_secret(path: Path, mask: Callable[[str], str]) -> bool:
+    data = read_regular(path, KEY_FILE_BYTES)
+    if data is None:
+        return False
+    text = data.decode("utf-8", "surrogateescape")
+    return mask(text) != text
 
 
 @dataclass(frozen=True, slots=True)

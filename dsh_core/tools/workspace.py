@@ -14,9 +14,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..masking import maskable
-from .trust import Credentials
+
+if TYPE_CHECKING:
+    from .trust import Credentials, Protection
 
 __all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
@@ -105,6 +108,8 @@ class Workspace:
     except for :attr:`output_dir`, which the model is told to read."""
     home: Path = field(default_factory=Path.home)
     """The user's home directory, where the other credential locations are."""
+    installation: tuple[Path, ...] | None = None
+    """dsh's installation (:func:`~.trust.installation_paths`); None: this process's own."""
     skill_folders: set[str] = field(default_factory=set)
     """The folders of the skills loaded in this session (resolved): ``read`` opens their files
     without a question, wherever they are (SPEC 13)."""
@@ -116,11 +121,26 @@ class Workspace:
     @functools.cached_property
     def credentials(self) -> Credentials:
         """The credential locations, resolved once per session."""
+        from .trust import Credentials  # the policy loads with the first tool, not at startup
+
         return Credentials.of(self.home, self.dsh_home)
 
     def in_skill(self, real: str) -> bool:
         """Whether the resolved path ``real`` is in the folder of a skill loaded in this session."""
         return any(os.path.commonpath([real, folder]) == folder for folder in self.skill_folders)
+
+    @functools.cached_property
+    def protection(self) -> Protection:
+        """What only a person may let ``write`` and ``edit`` change here, and what the sandbox
+        keeps read-only: one :class:`~.trust.Protection`, its scan shared by both."""
+        from .repositories import RepositoryScan
+        from .trust import Protection, inside, installation_paths
+
+        everywhere = installation_paths() if self.installation is None else self.installation
+        installation = tuple(path for path in everywhere if inside(path, self.root))
+        scan = RepositoryScan(self.root, skip=installation)
+        home = Path(os.path.realpath(self.home))
+        return Protection(self.root, installation, scan=scan, home=home)
 
     @functools.cached_property
     def own_output(self) -> str:

@@ -275,7 +275,10 @@ def test_credentials_are_guarded_wherever_they_lead(tmp_path: Path) -> None:
         (".git/modules/lib/hooks/pre-push", ".git/hooks/"),
         (".dsh/config.toml", ".dsh/"),
         ("docs/.agents/skills/x/SKILL.md", ".agents/"),
-        (".git/HEAD", None),
+        (".git/HEAD", ".git/"),  # anything in a git directory
+        (".git", ".git"),  # a .git file: a pointer to a planted git directory
+        ("src/.git", ".git"),
+        ("docs/AGENTS.md", "AGENTS.md"),
         ("config", None),
         ("hooks/pre-commit", None),
         (".github/workflows/ci.yml", None),

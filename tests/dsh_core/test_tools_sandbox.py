@@ -30,8 +30,9 @@ import pytest
 
 from dsh_core.errors import ABORTED
 from dsh_core.tools import Access, ToolOutput
-from dsh_core.tools.confinement import RepositoryScan, confine, installation_paths
+from dsh_core.tools.confinement import confine, undo
 from dsh_core.tools.launchers import Launcher, Sandbox, Unsandboxed
+from dsh_core.tools.repositories import RepositoryScan
 from dsh_core.tools.sandbox import (
     INSTALL_HINT,
     SANDBOX_UNAVAILABLE,
@@ -46,6 +47,7 @@ from dsh_core.tools.sandbox import (
 )
 from dsh_core.tools.seccomp import socket_filter
 from dsh_core.tools.shell import LEAVING_NOTE, BashTool, shell_argv
+from dsh_core.tools.trust import installation_paths, inventory
 from dsh_core.tools.workspace import Workspace
 from tests.conftest import CANARY_KEY
 from tests.dsh_core.test_tools_shell import (  # noqa: F401 (fixtures used by name)
@@ -372,6 +374,7 @@ def test_the_options(tmp_path: Path) -> None:
         "--dev /dev",
         "--proc /proc",
         "--ro-bind /proc/sys /proc/sys",
+        "--ro-bind /proc/fs /proc/fs",
         "--tmpfs /tmp",
         f"--bind {work} {work}",
         f"--bind {work}/.git {work}/.git",
@@ -424,7 +427,61 @@ def root(tmp_path: Path) -> Path:
 def test_a_plain_directory_gets_placeholders_at_its_top(root: Path) -> None:
     plan = confine(root)
     assert relative(root, plan.placeholders) == [".git", ".dsh", ".agents"]
+    assert relative(root, plan.placeholder_files) == ["AGENTS.md"]
     assert (plan.read_only, plan.pinned, plan.tripwires) == ((), (), ())
+
+
+def test_what_git_s_configuration_names_is_kept_and_its_parents_pinned(root: Path) -> None:
+    repository(root)
+    (root / "tools").mkdir()
+    (root / "tools" / "watch.sh").write_text("#!/bin/sh\n")
+    (root / ".git" / "config").write_text(
+        "[core]\n\thooksPath = .husky/_\n\tfsmonitor = tools/watch.sh\n"
+        "[include]\n\tpath = ../conf/git.inc\n"
+    )
+    (root / ".husky").mkdir()
+    plan = confine(root)
+    assert "tools/watch.sh" in relative(root, plan.read_only)
+    assert ".husky/_" in relative(root, plan.placeholders)
+    assert "conf/git.inc" in relative(root, plan.tripwires)  # its directory is missing too
+    assert {"tools", ".husky"} <= set(relative(root, plan.pinned))
+
+
+def test_the_parents_of_hidden_credentials_inside_are_pinned(root: Path) -> None:
+    # Review finding 7: `mv .config .cfg` in a home working directory, then the next command
+    # hid a name that no longer existed.
+    (root / ".config" / "gcloud").mkdir(parents=True)
+    (root / "state" / "dsh").mkdir(parents=True)
+    plan = confine(root, home=root, dsh_home=root / "state" / "dsh")
+    assert relative(root, plan.hidden_dirs) == [".config/gcloud", "state/dsh"]
+    assert {".config", "state"} <= set(relative(root, plan.pinned))
+
+
+def test_after_a_command_a_git_directory_it_made_is_looked_at(root: Path) -> None:
+    repository(root)
+    plan = confine(root)
+    scan = RepositoryScan(root)
+    scan.found()
+    made = repository(root / "evil")  # what a command did: a repository, a hook, an alias
+    (made / "config").write_text("[alias]\n\tst = !touch pwned\n")
+    (made / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
+    (made / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
+    quiet = repository(root / "quiet")  # a plain `git init`: nothing to set aside
+    notes = undo(plan, inventory(root, found=scan.found()))
+    assert notes == [
+        "[sandbox: set aside evil/.git/config as config.disabled-by-dsh: the command made the "
+        "git directory evil/.git, and it sets alias.st, which git would run outside the sandbox]",
+        "[sandbox: set aside evil/.git/hooks as hooks.disabled-by-dsh: the command made the git "
+        "directory evil/.git, and it holds hooks (post-checkout), which git would run outside "
+        "the sandbox]",
+    ]
+    assert sorted(p.name for p in made.iterdir()) == [
+        "HEAD",
+        "config.disabled-by-dsh",
+        "hooks.disabled-by-dsh",
+    ]
+    assert (quiet / "config").exists()
+    assert not (root / "AGENTS.md").exists()  # (no placeholder was made: bwrap makes those)
 
 
 def test_a_repository_keeps_its_configuration_and_hooks(root: Path) -> None:
@@ -494,14 +551,6 @@ def test_no_placeholder_where_nobody_may_write(root: Path) -> None:
         assert confine(root).placeholders == ()
     finally:
         root.chmod(0o755)
-
-
-def test_the_scan_stops_at_its_budget(root: Path) -> None:
-    for n in range(5):
-        (root / f"d{n}").mkdir()
-    assert not RepositoryScan(root, budget=3).found().complete
-    assert RepositoryScan(root, budget=100).found().complete
-    assert not RepositoryScan(Path("/")).found().complete  # the whole disk is never walked
 
 
 def test_a_worktree_and_its_common_directory(root: Path) -> None:

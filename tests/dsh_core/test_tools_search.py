@@ -20,6 +20,7 @@ from dsh_core.tools import Access, ToolError, search
 from dsh_core.tools.linear import linear_regex
 from dsh_core.tools.search import literal_prefix
 from dsh_core.tools.specs import MAX_GLOB_PATHS, MAX_GREP_MATCHES
+from dsh_core.tools.stoppable import in_daemon_thread
 from tests.dsh_core.test_tools_builtin import Tools, tools
 
 __all__ = ["tools"]
@@ -207,9 +208,9 @@ def test_in_daemon_thread_passes_on_the_result_and_the_exception() -> None:
         raise ValueError(message)
 
     async def main() -> None:
-        assert await search.in_daemon_thread(str.upper, "abc") == "ABC"
+        assert await in_daemon_thread(str.upper, "abc") == "ABC"
         with pytest.raises(ValueError, match=r"^no$"):
-            await search.in_daemon_thread(fail, "no")
+            await in_daemon_thread(fail, "no")
 
     asyncio.run(main())
 

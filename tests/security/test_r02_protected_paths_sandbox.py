@@ -107,7 +107,10 @@ def test_commondir_pointing_at_a_planted_repository_does_not_run_at_git_status(
     assert not scene.marker.exists()
     assert result == (
         "planted\n[sandbox: removed .git/commondir, which the command created: git would take "
-        "its configuration and hooks from it, outside the sandbox]"
+        "its configuration and hooks from it, outside the sandbox]\n"
+        "[sandbox: set aside planted.git/config as config.disabled-by-dsh: the command made the "
+        "git directory planted.git, and it sets core.fsmonitor, which git would run outside the "
+        "sandbox]"
     )
     assert not (scene.work / ".git" / "commondir").exists()
 
