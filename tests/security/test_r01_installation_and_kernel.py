@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,7 @@ from tests.security._support_sandbox import (  # noqa: F401 (the fixture is foun
     went_on,
 )
 from tests.security.test_r01_nothing_runs_outside_sandbox import SITE, dsh_in_a_venv
+from tests.support import sandbox_python
 
 __all__ = ["attacker_fixture"]
 
@@ -112,7 +112,7 @@ def test_a_sandboxed_command_cannot_write_the_kernel_s_proc_knobs(attacker: Atta
         "    ro = os.statvfs(path).f_flag & os.ST_RDONLY\n"
         "    print(path, 'read-only' if ro else 'WRITABLE')\n"
     )
-    result = attacker.bash(f"{sys.executable} -I -c {shlex.quote(script)}")
+    result = attacker.bash(f"{sandbox_python()} -I -c {shlex.quote(script)}")
     for path in PROC_KNOBS:
         expected = "read-only" if os.path.exists(path) else "absent"
         assert f"{path} {expected}\n" in result, result
