@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_core.approval import Answer, Question
 
@@ -35,6 +35,9 @@ from .cells import rows as rows_of
 from .cells import width
 from .render import clip, coloured_diff, compact, neutralise, quote, shown
 from .tty import STDIN, discard_typed_ahead
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
 
 __all__ = ["VIEW", "Layout", "TerminalQuestion", "parse_answer", "question_text"]
 
@@ -192,12 +195,19 @@ class TerminalQuestion:
         self._cancel_turn = cancel_turn
         self._colour = colour
         self._stdin = stdin
+        self._editor: PromptSession[str] | None = None
+        """One prompt for every question (building one costs 10-30 ms); made at the first."""
 
     async def __call__(self, question: Question) -> Answer:
         import shutil  # with bz2 and lzma: only a question needs it
 
-        from prompt_toolkit import PromptSession
+        if self._editor is None:
+            from prompt_toolkit import PromptSession
+            from prompt_toolkit.history import DummyHistory
 
+            # No history: Up at a question must not bring back an earlier "y".
+            self._editor = PromptSession(history=DummyHistory())
+        editor = self._editor
         self._before()
         size = shutil.get_terminal_size()
         layout = question_text(question, colour=self._colour, rows=size.lines, columns=size.columns)
@@ -207,7 +217,7 @@ class TerminalQuestion:
         try:
             while True:
                 with _echo(self._stdin):
-                    reply = await PromptSession[str]().prompt_async(layout.prompt)
+                    reply = await editor.prompt_async(layout.prompt)
                 answer = parse_answer(reply, layout)
                 if isinstance(answer, Answer):
                     return answer

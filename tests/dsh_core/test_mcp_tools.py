@@ -1,26 +1,24 @@
-"""An MCP server's tools as dsh sees them, in-process: names, descriptions, results."""
+"""An MCP server's tools as dsh sees them, in-process: names, descriptions, results.
+
+Each test imports the SDK's ``mcp.types`` itself: building its pydantic models takes about a
+second, which every pytest worker would otherwise pay at collection.
+"""
 
 from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from mcp.types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
 
 from dsh_core.mcp.names import MAX_NAME, offered_names, tool_name
 from dsh_core.mcp.tools import McpTool, result_output
 from dsh_core.tools import ToolError
 from dsh_core.tools.specs import OUTPUT_LIMIT
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 
 def test_names_keep_to_what_providers_accept() -> None:
@@ -40,6 +38,17 @@ def b64(size: int) -> str:
 
 
 def test_results_join_text_and_summarise_the_rest(tmp_path: Path) -> None:
+    from mcp.types import (
+        AudioContent,
+        BlobResourceContents,
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
     result = CallToolResult(
         content=[
             TextContent(text="first"),
@@ -71,11 +80,15 @@ def test_results_join_text_and_summarise_the_rest(tmp_path: Path) -> None:
 
 
 def test_structured_content_alone_is_sent_as_json(tmp_path: Path) -> None:
+    from mcp.types import CallToolResult
+
     result = CallToolResult(content=[], structured_content={"n": 1})
     assert result_output(result, tmp_path).content == '{"n": 1}'
 
 
 def test_is_error_is_an_error_result(tmp_path: Path) -> None:
+    from mcp.types import CallToolResult, TextContent
+
     with pytest.raises(ToolError, match=r"^no such page$"):
         result_output(
             CallToolResult(content=[TextContent(text="no such page")], is_error=True), tmp_path
@@ -83,6 +96,8 @@ def test_is_error_is_an_error_result(tmp_path: Path) -> None:
 
 
 def test_a_huge_result_is_capped_with_the_rest_in_a_file(tmp_path: Path) -> None:
+    from mcp.types import CallToolResult, TextContent
+
     text = "".join(f"line {n}\n" for n in range(20_000))
     output = result_output(CallToolResult(content=[TextContent(text=text)]), tmp_path)
     assert output.truncated and output.output_file is not None
