@@ -23,7 +23,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from dsh_core.testing import HttpError, StubServer
+from dsh_core.testing import HttpError, ManualClock, StubServer
 from tests.conftest import CANARY_KEY
 from tests.harness import Terminal, on_terminal, run_in_process
 from tests.reliability.conftest import DSH, Run, assert_no_canary, assert_sane, child_env
@@ -149,7 +149,9 @@ def test_userinfo_is_redacted_in_outcomes_notices_and_the_log(home: Path) -> Non
     with FaultServer(_flaky) as server:
         base = f"http://user:{PASSWORD}@127.0.0.1:{server.port}"
         shown = f"http://***@127.0.0.1:{server.port}"
-        run = run_in_process(child_env(base, home), stdin=b"hello\n")
+        run = run_in_process(
+            child_env(base, home), stdin=b"hello\n", clock=ManualClock(autojump=True)
+        )
     (notice,) = [line for line in run.stderr.splitlines() if "retrying" in line]
     assert notice.endswith(
         f"DeepSeek API request to {shown} failed: Server disconnected without sending a response."

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core.testing import StubServer, ToolCalls
+from dsh_core.testing import ManualClock, StubServer, ToolCalls
 from tests.dsh_stdio.test_agent_terminal import Terminal, spawn_terminal
 from tests.harness import run_in_process
 from tests.support import CANARY_KEY, DSH, Run, assert_no_canary, child_env, read_events, single_log
@@ -90,8 +90,9 @@ class terminal:  # used as a function: `with terminal(env, cwd, home) as term:`
 
 def pipe(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> Run:
     """Run dsh to its end in ``cwd`` with ``stdin`` as its input, as on a pipe: in-process
-    (``tests/harness.py``), since what a pipe run shows and stores needs no process."""
-    return run_in_process(env, *args, stdin=stdin, cwd=cwd)
+    (``tests/harness.py``), since what a pipe run shows and stores needs no process. A retry's
+    wait costs no time (a clock that jumps)."""
+    return run_in_process(env, *args, stdin=stdin, cwd=cwd, clock=ManualClock(autojump=True))
 
 
 def call(name: str, **arguments: Any) -> ToolCalls:
