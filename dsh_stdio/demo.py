@@ -90,6 +90,14 @@ def run_demo(argv: Sequence[str], main: Callable[[Sequence[str]], int], streams:
         return 2
     down, deltas, rest = parsed
     from dsh_core.chain import error_chain
+
+    from .config import StartupError, parse_config
+
+    try:  # dsh's own flags, checked before a server starts and the banner is printed
+        parse_config(rest, {**os.environ, "DEEPSEEK_BASE_URL": "http://127.0.0.1"})
+    except StartupError as exc:
+        err.write(f"dsh: startup failed: {neutralise(error_chain(exc))}\n")
+        return 2
     from dsh_core.testing import StubServer, closed_port
 
     own_home = not os.environ.get("DSH_HOME")

@@ -390,7 +390,7 @@ async def replay_events(
             current().flush()  # what the view holds goes first
             if current().output_error is None:
                 try:
-                    out.write(_user_lines(record.text, terminal))
+                    out.write(_user_lines(record.text))
                 except OSError as exc:
                     return exc
         elif isinstance(record, AssistantStep):
@@ -448,11 +448,10 @@ def _nested(
     return shown
 
 
-def _user_lines(text: str, terminal: bool) -> str:
-    """``> `` before every line of the message; neutralised on a terminal."""
-    if terminal:
-        text = neutralise(text)
-    text = writable(text)
+def _user_lines(text: str) -> str:
+    """``> `` before every line of the message, neutralised: these lines are for a person
+    (the part a pipe run printed, which is data, is the rest)."""
+    text = writable(neutralise(text))
     lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
     return "".join(f"> {line}\n" for line in lines)
 

@@ -361,6 +361,15 @@ def test_on_a_terminal_nothing_is_printed_raw(store: SessionStore) -> None:
     assert "Found ^[[31mtwo^[[0m lines.\n" in out
 
 
+def test_on_a_pipe_user_lines_are_inert_and_the_answer_is_data(store: SessionStore) -> None:
+    # The `> ` lines are for a person (a piped-in file can hold anything); what a pipe run
+    # printed stays byte for byte.
+    session(store, turn(1, "look\x1b[2J\u202e here", "red \x1b[31mtext\u202e"))
+    status, out, _ = show(store, "last")
+    assert status == 0
+    assert out == "> look^[[2J<U+202E> here\nred \x1b[31mtext\u202e\n"
+
+
 def test_show_by_id_and_from_another_directory(store: SessionStore) -> None:
     there = session(store, turn(1, "there", "ok"), cwd=ELSEWHERE)
     status, out, err = show(store, there.id)
