@@ -43,7 +43,8 @@ def test_demo_on_a_pipe(tmp_path: Path) -> None:
 def test_a_bad_flag_is_refused_before_the_demo_starts(tmp_path: Path) -> None:
     result = run_in_process(demo_env(tmp_path), "--demo", "--bogus", stdin="hello\n")
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == "dsh: startup failed: unrecognized arguments: --bogus (see dsh --help)\n"
+    refused = "dsh: startup failed: unrecognized arguments: --bogus (see dsh --help)\n"
+    assert result.stderr == refused
 
 
 def test_demo_down_shows_the_transport_chain(tmp_path: Path) -> None:
