@@ -44,6 +44,7 @@ from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
 from .confinement import on_path
 from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
+from .planted import planted
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 from .workspace import Workspace
@@ -241,11 +242,26 @@ class BashTool:
             sandbox, launcher = None, UNSANDBOXED
             access = Access("shell", leaves_sandbox=True, note=LEAVING_NOTE)
             quoted = (("justification", justification),)  # the model's words, never dsh's
+        if sandbox is None:
+            access = self._name_planted(access, command)
 
         async def run() -> ToolOutput:
             return await self._run(command, timeout_s, launcher, sandbox)
 
         return Invocation(access, f"$ {command}", run, quoted=quoted)
+
+    def _name_planted(self, access: Access, command: str) -> Access:
+        """``access`` for a command run outside any sandbox, saying which of its programs
+        come from the working directory (a sandboxed command may have written them), and
+        then with no "always": it would cover whatever is written there next."""
+        workspace = self.workspace
+        lines = planted(command, workspace.environment.get("PATH", os.defpath), workspace.root)
+        if not lines:
+            return access
+        said = "; ".join(lines[:3]) + ("; ..." if len(lines) > 3 else "")
+        note = access.note
+        note = f"{note[:-1]}; {said})" if note.endswith(")") else f"{note} ({said})".lstrip()
+        return dataclasses.replace(access, note=note, scope=None)
 
     async def _run(
         self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None
