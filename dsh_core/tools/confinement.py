@@ -33,7 +33,9 @@ an empty file; so are the shell start-up and ``.env`` files that hold the key
 After a command (:func:`undo`): placeholders go, tripwires are undone, and a git directory the
 command made (``git init x`` with ``core.fsmonitor``, a submodule's in ``.git/modules``, a bare
 one) is looked at: a configuration that makes git run something, or an active hook, is set
-aside (renamed, nothing deleted), since git would run it outside the sandbox.
+aside (renamed, nothing deleted), since git would run it outside the sandbox. So is a
+``.dsh``, ``.agents`` or ``AGENTS.md`` it made below the top (the top's own cannot be made: they
+are placeholders), since a session started there would take its instructions or skills from it.
 """
 
 from __future__ import annotations
@@ -110,6 +112,9 @@ class Confinement:
     """Credential files, and files that hold the key: an empty read-only file instead."""
     git_directories: tuple[Path, ...] = ()
     """The git directories whose configuration and hooks were kept (see :func:`undo`)."""
+    steering: tuple[Path, ...] = ()
+    """The ``.dsh``, ``.agents`` and ``AGENTS.md`` below the top, as the scan names them (not
+    resolved): those that were there before the command (see :func:`undo`)."""
     reasons: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)
     """Why each placeholder and tripwire is kept, for the notes of :func:`undo`."""
 
@@ -164,6 +169,7 @@ def confine(
         hidden_dirs=hidden_dirs,
         hidden_files=hidden_files,
         git_directories=kept.git_directories,
+        steering=found.protected if found is not None else (),
         reasons=reasons,
     )
 
@@ -193,9 +199,10 @@ def _writable_parent(path: Path) -> bool:
     return os.access(path.parent, os.W_OK)
 
 
-def undo(plan: Confinement, after: Inventory) -> list[str]:
+def undo(plan: Confinement, after: Inventory, found: Found | None = None) -> list[str]:
     """After a command: remove the placeholders still empty, and what it made at a tripwire;
-    set aside what makes git run code in a git directory it made (``after`` lists them now).
+    set aside what makes git run code in a git directory it made (``after`` lists them now),
+    and a ``.dsh``, ``.agents`` or ``AGENTS.md`` it made (``found``: the scan now).
 
     Returns a line for the result per thing done. Runs once the sandbox is gone (its PID
     namespace dies with its first process), so nothing can race it from inside.
@@ -212,6 +219,14 @@ def undo(plan: Confinement, after: Inventory) -> list[str]:
     for gitdir in after.git_directories:
         if gitdir not in known and not _out_of_sight(gitdir, plan.root):
             notes += _set_aside_code(plan.root, gitdir)
+    before = set(plan.steering)
+    for path in found.protected if found is not None else ():
+        if path not in before and not _out_of_sight(path, plan.root):
+            done = _set_aside(path, path.relative_to(plan.root))
+            notes.append(
+                f"[sandbox: {done}: the command made it, and a session started there would "
+                "take its instructions or skills from it]"
+            )
     return notes
 
 
@@ -246,17 +261,29 @@ def _set_aside_code(root: Path, gitdir: Path) -> list[str]:
         keys = read_config(gitdir / name).runs_code()
         if keys:
             said = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
-            notes.append(_set_aside(gitdir / name, where, f"it sets {said}"))
+            notes.append(_set_aside_git(gitdir / name, where, f"it sets {said}"))
     try:
         hooks = [e.name for e in os.scandir(gitdir / "hooks") if not e.name.endswith(".sample")]
     except OSError:
         hooks = []
     if hooks:
-        notes.append(_set_aside(gitdir / "hooks", where, f"it holds hooks ({', '.join(hooks)})"))
+        notes.append(
+            _set_aside_git(gitdir / "hooks", where, f"it holds hooks ({', '.join(hooks)})")
+        )
     return notes
 
 
-def _set_aside(path: Path, where: Path, what: str) -> str:
+def _set_aside_git(path: Path, where: Path, what: str) -> str:
+    done = _set_aside(path, where / path.name)
+    return (
+        f"[sandbox: {done}: the command made the git directory {where}, and {what}, which "
+        "git would run outside the sandbox]"
+    )
+
+
+def _set_aside(path: Path, shown: Path) -> str:
+    """Rename ``path`` with :data:`SET_ASIDE` (a number after it if that is taken): what was
+    done, naming it as ``shown``."""
     aside = path.with_name(path.name + SET_ASIDE)
     number = 1
     while os.path.lexists(aside):
@@ -264,13 +291,9 @@ def _set_aside(path: Path, where: Path, what: str) -> str:
         aside = path.with_name(f"{path.name}{SET_ASIDE}.{number}")
     try:
         path.rename(aside)
-        done = f"set aside {where / path.name} as {aside.name}"
+        return f"set aside {shown} as {aside.name}"
     except OSError as exc:
-        done = f"could not set aside {where / path.name} ({error_chain(exc)})"
-    return (
-        f"[sandbox: {done}: the command made the git directory {where}, and {what}, which "
-        "git would run outside the sandbox]"
-    )
+        return f"could not set aside {shown} ({error_chain(exc)})"
 
 
 def _hidden(

@@ -288,7 +288,8 @@ class Bwrap:
             finally:
                 from .confinement import undo
 
-                launch.notes += undo(plan, self.inventory())
+                found = self.scan.found() if self.scan is not None else None
+                launch.notes += undo(plan, self.inventory(), found)
         finally:
             for fd in own:
                 os.close(fd)

@@ -44,6 +44,7 @@ from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
 from .confinement import on_path
 from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
+from .planted import planted
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 from .workspace import Workspace
@@ -72,11 +73,11 @@ _NO_ALWAYS_NAMES = """
     bash sh dash zsh ksh mksh fish csh tcsh busybox toybox env sudo doas su runuser pkexec
     xargs parallel eval exec command builtin nohup nice ionice chrt taskset timeout time watch
     setsid stdbuf unbuffer flock chroot unshare nsenter firejail systemd-run script strace
-    ltrace gdb valgrind perf entr at batch
+    ltrace gdb valgrind perf entr at batch tmux screen expect direnv
 
     python pypy perl ruby node nodejs deno bun php lua luajit tclsh wish R Rscript julia awk
     gawk mawk nawk sed ed ex vi vim nvim emacs osascript pwsh powershell java jshell groovy
-    scala erl escript ghc runghc m4
+    scala erl escript ghc runghc m4 sqlite3 coverage
 
     make gmake cmake ninja meson scons bazel just task rake invoke gradle gradlew mvn mvnw ant
     sbt
@@ -87,12 +88,37 @@ _NO_ALWAYS_NAMES = """
     find tar rsync ssh scp sftp man less more zip
 """
 _NO_ALWAYS = frozenset(_NO_ALWAYS_NAMES.split())
-"""By group: shells and what runs its arguments as a command; interpreters, whose arguments
-are code (``-c``, ``-e``, a sed or awk program); build tools and task runners, which run what
-a file the model can write says; package managers and runners, which fetch programs or run a
-project's scripts; programs with an option that runs a command (``find -exec``, ``tar
---to-command``, ``rsync -e``, ``ssh -o ProxyCommand``, ``man -P``, ``less`` ``!``). A version
-after the name (``python3.11``, ``pip3``) is the same program."""
+"""By group: shells and what runs its arguments as a command (a terminal multiplexer's new
+window, ``expect``'s script, ``direnv exec``); interpreters, whose arguments are code (``-c``,
+``-e``, a sed or awk program, sqlite3's ``.shell``, ``coverage run``); build tools and task
+runners, which run what a file the model can write says; package managers and runners, which
+fetch programs or run a project's scripts; programs with an option that runs a command (``find
+-exec``, ``tar --to-command``, ``rsync -e``, ``ssh -o ProxyCommand``, ``man -P``, ``less``
+``!``). A version after the name (``python3.11``, ``pip3``) is the same program."""
+
+_RUNNING_OPTIONS: dict[str, tuple[str, ...]] = {
+    "sort": ("--compress-program",),
+    "rg": ("--pre", "--pre-glob"),
+    "fd": ("-x", "-X", "--exec", "--exec-batch"),
+    "fdfind": ("-x", "-X", "--exec", "--exec-batch"),
+    "git": (
+        "--upload-pack",
+        "--receive-pack",
+        "--exec",
+        "--extcmd",
+        "--tool",
+        "--open-files-in-pager",
+        "-O",
+        "--template",
+        "--config",
+    ),
+    "git clone": ("-u", "-c"),
+}
+"""Options that name a program to run, or configuration that does, by program (and by git
+subcommand): ``sort --compress-program=``, ``rg --pre``, ``fd -x``, ``git fetch
+--upload-pack=``, ``git grep -O<pager>``, ``git clone --template=`` (its hooks run at the
+checkout), ``git clone -c core.hooksPath=``. A long option counts by any prefix (getopt and
+git take an unambiguous one: ``--compress-prog``), a short one anywhere in a cluster (``-Hx``)."""
 
 _GIT_GLOBAL_OPTION = re.compile(r"-")
 """Any option before git's subcommand: ``-c``, ``--config-env``, ``-C``, ``--git-dir``,
@@ -104,16 +130,6 @@ _GIT_RUNNING_NAMES = """
 """
 _GIT_RUNNING = frozenset(_GIT_RUNNING_NAMES.split())
 """git subcommands that run a command they are given, or write configuration that does."""
-_GIT_RUNNING_OPTIONS = (
-    "--upload-pack",
-    "--receive-pack",
-    "--exec",
-    "--extcmd",
-    "--tool",
-    "--open-files-in-pager",
-    "-O",
-)
-"""Options that name a program to run: ``git fetch --upload-pack=``, ``git grep -O<pager>``."""
 
 
 def command_word(command: str) -> str | None:
@@ -125,7 +141,8 @@ def command_word(command: str) -> str | None:
     no first word to trust, and neither has one that is not plain ASCII (where a word may not
     be what it looks like), one that only runs another (``env``, ``sudo``), one whose
     arguments are code (``python -c``, ``sed``, ``make``, ``npx``; see :data:`_NO_ALWAYS`),
-    nor a ``git`` with a global option or a subcommand that runs what it is told.
+    one with an option that runs a program (:data:`_RUNNING_OPTIONS`), nor a ``git`` with a
+    global option or a subcommand that runs what it is told.
     """
     command = command.strip(" \t\n")  # a trailing newline changes nothing that runs
     if _NOT_SIMPLE.search(command) or not _PLAIN_TEXT.fullmatch(command):
@@ -137,21 +154,31 @@ def command_word(command: str) -> str | None:
     program = first.rsplit("/", 1)[-1]
     if program in _NO_ALWAYS or program.rstrip("0123456789.") in _NO_ALWAYS:
         return None
-    if program == "git" and _git_runs_code(words[1:]):
+    arguments = words[1:]
+    if program == "git":
+        if not arguments:
+            return first
+        if _GIT_GLOBAL_OPTION.match(arguments[0]) or arguments[0] in _GIT_RUNNING:
+            return None
+        if _runs_code(_RUNNING_OPTIONS.get(f"git {arguments[0]}", ()), arguments[1:]):
+            return None
+    if _runs_code(_RUNNING_OPTIONS.get(program, ()), arguments):
         return None
     return first
 
 
-def _git_runs_code(arguments: list[str]) -> bool:
-    """Whether ``git <arguments>`` may run a program other than git itself."""
-    if not arguments or _GIT_GLOBAL_OPTION.match(arguments[0]):
-        return bool(arguments)
-    subcommand, options = arguments[0], arguments[1:]
-    if subcommand in _GIT_RUNNING:
-        return True
-    if subcommand == "clone" and any(option.startswith("-u") for option in options):
-        return True  # clone's -u is --upload-pack
-    return any(option.startswith(_GIT_RUNNING_OPTIONS) for option in options)
+def _runs_code(running: tuple[str, ...], arguments: list[str]) -> bool:
+    """Whether ``arguments`` hold one of the ``running`` options (see :data:`_RUNNING_OPTIONS`)."""
+    longs = tuple(option for option in running if option.startswith("--"))
+    shorts = "".join(option[1] for option in running if not option.startswith("--"))
+    for argument in arguments:
+        if argument.startswith("--"):
+            name = argument.split("=", 1)[0]
+            if len(name) > 2 and any(option.startswith(name) for option in longs):
+                return True
+        elif argument.startswith("-") and any(letter in shorts for letter in argument[1:]):
+            return True
+    return False
 
 
 def shell_argv(command: str, environment: Mapping[str, str], root: Path | None = None) -> list[str]:
@@ -215,11 +242,26 @@ class BashTool:
             sandbox, launcher = None, UNSANDBOXED
             access = Access("shell", leaves_sandbox=True, note=LEAVING_NOTE)
             quoted = (("justification", justification),)  # the model's words, never dsh's
+        if sandbox is None:
+            access = self._name_planted(access, command)
 
         async def run() -> ToolOutput:
             return await self._run(command, timeout_s, launcher, sandbox)
 
         return Invocation(access, f"$ {command}", run, quoted=quoted)
+
+    def _name_planted(self, access: Access, command: str) -> Access:
+        """``access`` for a command run outside any sandbox, saying which of its programs
+        come from the working directory (a sandboxed command may have written them), and
+        then with no "always": it would cover whatever is written there next."""
+        workspace = self.workspace
+        lines = planted(command, workspace.environment.get("PATH", os.defpath), workspace.root)
+        if not lines:
+            return access
+        said = "; ".join(lines[:3]) + ("; ..." if len(lines) > 3 else "")
+        note = access.note
+        note = f"{note[:-1]}; {said})" if note.endswith(")") else f"{note} ({said})".lstrip()
+        return dataclasses.replace(access, note=note, scope=None)
 
     async def _run(
         self, command: str, timeout_s: float, launcher: Launcher, sandbox: Sandbox | None

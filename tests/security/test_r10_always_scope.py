@@ -126,6 +126,29 @@ CODE_RUNNING = [
     "flock /tmp/x touch pwned",
     "setsid touch pwned",
     "strace -o /dev/null touch pwned",
+    # The second review (t22): options and programs that run code, after an "always".
+    "git clone -q --template=./tpl . y",
+    "git init --template=./tpl y",
+    "git clone -c core.hooksPath=./tpl/hooks . y",
+    "git clone --config=core.hooksPath=./tpl/hooks . y",
+    "git clone -qu 'touch pwned' . y",
+    "git clone --upl='touch pwned' . y",
+    "sort -S 1K --compress-program=./evil.sh big",
+    "sort --compress-prog=./evil.sh big",
+    "rg --pre ./evil.sh x",
+    "rg --pre-glob '*' x",
+    "fd -x touch pwned",
+    "fd -X touch pwned",
+    "fd -Hx touch pwned",
+    "fd --exec touch pwned",
+    "fd --exec-batch touch pwned",
+    "fdfind -x touch pwned",
+    "tmux new-session 'touch pwned'",
+    "screen -dm touch pwned",
+    "expect -c 'spawn touch pwned'",
+    "sqlite3 x.db '.shell touch pwned'",
+    "direnv exec . touch pwned",
+    "coverage run pwn.py",
 ]
 
 
@@ -140,7 +163,18 @@ def test_always_is_not_offered_for_a_program_whose_arguments_run_code(
 
 @pytest.mark.parametrize(
     "command",
-    ["git status", "git log -1", "git diff --stat", "ls -la", "pytest -q tests", "cat x.txt"],
+    [
+        "git status",
+        "git log -1",
+        "git diff --stat",
+        "git push -u origin main",
+        "ls -la",
+        "pytest -q tests",
+        "cat x.txt",
+        "sort -S 1K big",
+        "rg -n --pretty x",
+        "fd -H x",
+    ],
 )
 def test_always_is_still_offered_for_a_plain_command(tmp_path: Path, command: str) -> None:
     tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))
@@ -154,3 +188,21 @@ def test_always_for_git_status_does_not_cover_git_with_a_config_override(tmp_pat
     assert _decide(policy, tool, "git status") == "allowed-always"
     assert _decide(policy, tool, "git -c core.pager='touch pwned' log") == "rejected"
     assert _decide(policy, tool, "git log -1") == "allowed-always"
+
+
+def test_always_for_sort_does_not_cover_sort_with_a_compress_program(tmp_path: Path) -> None:
+    # The second review (t22): [a] for "sort big", then sort ran the model's ./evil.sh.
+    script = tmp_path / "evil.sh"
+    script.write_text(f"#!/bin/sh\ntouch {tmp_path / 'pwned'}\ncat\n")
+    script.chmod(0o755)
+    (tmp_path / "big").write_text("".join(f"{n % 977} line\n" for n in range(50_000)))
+    person = Person()
+    policy = ApprovalPolicy(asker=person)
+    tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))
+    assert _decide(policy, tool, "sort big") == "allowed-always"
+    attack = "sort -S 1K --compress-program=./evil.sh big"
+    assert _decide(policy, tool, attack) == "rejected"
+    assert person.asked == ["$ sort big", f"$ {attack}"]
+    # What it would have done: sort runs ./evil.sh (the control, run here on purpose).
+    bash_run(tool, f"{attack} > /dev/null")
+    assert (tmp_path / "pwned").exists()

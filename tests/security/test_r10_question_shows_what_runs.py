@@ -53,10 +53,15 @@ async def _question_block(term: Terminal, tool: str) -> str:
 
 
 def _attack(
-    env: dict[str, str], home: Path, work: Path, script: Callable[[Terminal], Awaitable[None]]
+    env: dict[str, str],
+    home: Path,
+    work: Path,
+    script: Callable[[Terminal], Awaitable[None]],
+    *args: str,
 ) -> Terminal:
-    """The REPL in ``work`` under ``script``; the key is nowhere on screen or on disk after."""
-    term = on_terminal(env, work, script)
+    """The REPL in ``work`` under ``script`` (and dsh's ``args``); the key is nowhere on screen
+    or on disk after."""
+    term = on_terminal(env, work, script, *args)
     assert_no_canary(home, term.text)
     return term
 
@@ -207,3 +212,65 @@ def test_a_long_diff_says_how_many_lines_are_hidden_and_shows_them_when_asked(
     term = _attack(env, home, work, script)
     assert (work / "long.txt").read_text() == content
     assert [d["outcome"] for d in events_of(term.home, "approval/decided")] == ["allowed"]
+
+
+# -- a program the model planted on PATH ---------------------------------------------------------
+
+
+@pytest.fixture
+def planted_git(work: Path, env: dict[str, str]) -> Path:
+    """An activated ``.venv/bin`` holding a ``git`` the model wrote (in a sandboxed command, the
+    review's first call): it touches ``pwned``, then runs the real git."""
+    bin_dir = work / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    git = bin_dir / "git"
+    git.write_text(f'#!/bin/sh\ntouch {work / "pwned"}\nexec git "$@"\n')
+    git.chmod(0o755)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    return git
+
+
+PLANTED_NOTE = "git is ./.venv/bin/git, a file in the working directory"
+
+
+@pytest.mark.skipif(probe_bwrap() is not None, reason=f"no working bwrap: {probe_bwrap()}")
+def test_leaving_the_sandbox_for_git_status_says_which_git_runs(
+    env: dict[str, str], home: Path, stub: StubServer, work: Path, planted_git: Path
+) -> None:
+    # The second review (t28): the question showed "$ git status (not sandboxed ...)", the
+    # person answered y, and the model's .venv/bin/git ran outside the sandbox.
+    stub.enqueue(
+        call("bash", command="git status", sandbox=False, justification="git needs the repo")
+    )
+
+    async def script(term: Terminal) -> None:
+        await term.turn("what changed?")
+        block = await _question_block(term, "bash")
+        prompt = block.rsplit("\n", 1)[-1]
+        assert prompt.startswith("Allow bash? $ git status (not sandboxed"), prompt
+        assert PLANTED_NOTE in prompt, prompt
+        term.keys("n\r")
+        await term.expect("[tool refused bash]")
+        assert await term.leave() == 0
+
+    _attack(env, home, work, script)
+    assert not (work / "pwned").exists()
+
+
+def test_always_is_not_offered_for_a_planted_program_without_a_sandbox(
+    env: dict[str, str], home: Path, stub: StubServer, work: Path, planted_git: Path
+) -> None:
+    # Without a sandbox, [a] for "git ..." would cover whatever the model writes to that file.
+    stub.enqueue(call("bash", command="git status"))
+
+    async def script(term: Terminal) -> None:
+        await term.turn("what changed?")
+        block = await _question_block(term, "bash")
+        prompt = block.rsplit("\n", 1)[-1]
+        assert PLANTED_NOTE in prompt, prompt
+        assert "[a]lways" not in prompt, prompt
+        term.keys("n\r")
+        await term.expect("[tool refused bash]")
+        assert await term.leave() == 0
+
+    _attack(env, home, work, script, "--sandbox", "off")

@@ -1,0 +1,72 @@
+"""``planted``: which programs a command would take from the working directory, as the shell
+looks them up (the first ``PATH`` entry with an executable of that name, builtins first)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_core.tools.planted import planted
+
+
+def program(directory: Path, name: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    work = Path(os.path.realpath(tmp_path)) / "work"
+    work.mkdir()
+    return work
+
+
+def test_a_program_in_an_activated_venv_is_named(root: Path) -> None:
+    program(root / ".venv" / "bin", "git")
+    path = f"{root}/.venv/bin:/usr/bin:/bin"
+    expected = ["git is ./.venv/bin/git, a file in the working directory"]
+    assert planted("git status", path, root) == expected
+    assert planted("true && git status", path, root) == expected  # not only the first word
+
+
+def test_a_program_found_first_outside_is_not_named(root: Path, tmp_path: Path) -> None:
+    program(root / "bin", "tool")
+    program(tmp_path / "outside", "tool")
+    assert planted("tool", f"{tmp_path / 'outside'}:{root / 'bin'}", root) == []
+
+
+def test_a_relative_or_empty_path_entry_is_the_working_directory(root: Path) -> None:
+    program(root / "bin", "tool")
+    program(root, "run")
+    assert planted("tool", "bin:/usr/bin", root) == [
+        "tool is ./bin/tool, a file in the working directory"
+    ]
+    assert planted("run", ":/usr/bin", root) == ["run is ./run, a file in the working directory"]
+
+
+def test_a_builtin_is_not_named_whatever_path_holds(root: Path) -> None:
+    program(root / "bin", "echo")
+    assert planted("echo hi", f"{root / 'bin'}:/usr/bin", root) == []
+
+
+def test_a_path_as_the_first_word_is_named_when_it_leads_inside(root: Path) -> None:
+    program(root, "run.sh")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)  # a venv's python: a link
+    assert planted("./run.sh", "/usr/bin", root) == [
+        "./run.sh is ./run.sh, a file in the working directory"
+    ]
+    assert planted(".venv/bin/python -c 1", "/usr/bin", root) == [
+        ".venv/bin/python is ./.venv/bin/python, a file in the working directory"
+    ]
+    assert planted("/usr/bin/env true", "/usr/bin", root) == []
+
+
+def test_nothing_is_named_when_the_working_directory_is_the_root() -> None:
+    assert planted("./run.sh", "/usr/bin:/bin", Path("/")) == []
