@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# CI runs the same examples every time (HYPOTHESIS_PROFILE=ci in .ci/run): a new counterexample
+# is found by a developer's run, which explores (the default), not by chance in a landing.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # Its asserts (assert_no_canary) show their values as a conftest's do; before the import.
 pytest.register_assert_rewrite("tests.support")

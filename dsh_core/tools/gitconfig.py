@@ -291,14 +291,15 @@ def _value(text: str, position: int) -> tuple[str, int]:
             out.append(pending + char)  # git fails on this; keep reading as best we can
             pending = ""
             continue
-        if char == "\\" and position < end:
-            following = text[position]
-            position += 1
-            if following == "\n":
-                continue  # a line continuation
-            out.append(pending + _ESCAPES.get(following, following))
+        if char == "\\":
+            # The whitespace before a backslash is kept, a line continuation's too (git).
+            out.append(pending)
             pending = ""
-            continue
+            following = text[position] if position < end else "\n"  # the end ends a line
+            position += 1
+            if following != "\n":
+                out.append(_ESCAPES.get(following, following))
+            continue  # after a line continuation: the value goes on
         if char == '"':
             quoted = not quoted
             continue

@@ -19,6 +19,8 @@ SAMPLES = [
     '[branch.Main]\n\tremote = o\n[Remote "Up"]\n\tURL = a \\\n  b\n\tpushurl = "x;y" ; c\n',
     '[filter "lfs"]\n\tclean = git-lfs clean -- %f\n\trequired\n; a comment\n# another\n',
     '[diff "x"]\n\ttextconv = tools/conv\\\\x\n\tcommand = "a \\"b\\" \\t c"\n',
+    # hypothesis found it: the space before a continuation is kept, the end of the file ends it
+    "[core]\n\ta = = \\\n[core]\n\tb = x \\\n  c\n[core]\n\td = y \\",
     "[user]\n\tname = Someone\n\n\t\temail=a@b.c   \n[pager]\n\tlog = false\n",
 ]
 
