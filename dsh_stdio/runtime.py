@@ -215,7 +215,7 @@ class Runtime:
             tools: list[Tool] = builtin_tools(workspace, launcher=lambda: launcher)
             if skills.skills:
                 tools.append(SkillTool(skills, workspace))
-            tools.append(SubagentTool(lambda call: self._child(log, call, skills)))
+            tools.append(SubagentTool(lambda call: self._child(log, call, skills), output_dir))
             if self.servers is not None:
                 tools += self.servers.tools(output_dir)
             toolbox = Toolbox(tools)
