@@ -643,8 +643,8 @@ def test_a_turn_that_no_longer_fits_names_what_a_pipe_can_do_and_why_compacting_
     assert result.returncode == 1, result.stderr
     rejected = [line for line in result.stdout.splitlines() if line.startswith("[turn rej")]
     assert len(rejected) == 2
-    assert "compacting cannot help: the request for its summary would not fit either" in (
-        rejected[0]
+    assert (
+        "compacting cannot help: the request for its summary would not fit either" in (rejected[0])
     )
     assert rejected[0].endswith(
         "start a fresh session (send the rest to a new dsh run, without --continue or "

@@ -131,8 +131,9 @@ def test_an_edit_through_a_symlink_to_git_config_with_absent_text_is_refused_for
     dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     """The audit's ``tooledit``: the text is not in ``.git/config``, and the model was told
-    "old_string was not found" in ``demo.txt`` (a link to it), not that the path is protected; it learns
-    what the file holds and not where its edits may go. The path is judged first."""
+    "old_string was not found" in ``demo.txt`` (a link to it), not that the path is
+    protected: it learned what the file holds and not where its edits may go. The path is
+    judged first."""
     git = repository(work)
     (work / "greeting.txt").symlink_to(".git/config")
     hello = {"file_path": "greeting.txt", "old_string": "Hello", "new_string": "Hello again"}
