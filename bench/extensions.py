@@ -116,7 +116,7 @@ def subagent_turn(
         adapter,
         log,
         model_name="deepseek-v4-flash",
-        toolbox=Toolbox([SubagentTool(open_child)]),
+        toolbox=Toolbox([SubagentTool(open_child, log.path.parent / "tool-output")]),
         approval=ApprovalPolicy(),
     )
 

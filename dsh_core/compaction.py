@@ -73,6 +73,7 @@ __all__ = [
     "KEPT_SHARE",
     "PRESSURE",
     "SUMMARY_REQUEST",
+    "WINDOW_ADVICE",
     "Compacted",
     "Compacting",
     "Plan",
@@ -89,6 +90,12 @@ KEPT_SHARE = 0.15
 """Share of the window the most recent exchanges keep, as they were, after a compaction."""
 SUMMARY_ROOM = 0.1
 """Share of the window left free for the summary itself when choosing what it summarises."""
+WINDOW_ADVICE = (
+    "compact it (/compact), start a fresh session (/new, or dsh without --continue), or "
+    "shorten the message"
+)
+"""What a person can do about a conversation that no longer fits, at the REPL; a front door
+where these commands do not exist sets its own (``Conversation.window_advice``)."""
 
 SUMMARY_REQUEST = """\
 [Compaction request] The conversation above is about to be replaced by your summary of it, to \
@@ -223,6 +230,7 @@ class Conversing(Protocol):
     context_window: int | None
     auto_compact: bool
     toolbox: Toolbox
+    window_advice: str
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest: ...
 
@@ -280,21 +288,25 @@ class WindowKeeper:
         if window is None:
             return None  # the server's answer decides
         size = self.size
+        why = ""
         if self._talk.auto_compact:
             tools = tools_tokens(self._talk.toolbox.specs)
             plan = plan_compaction(self._history, window=window, tools=tools)
             if plan is not None:
                 size = min(size, plan.kept_tokens)  # and a summary, which has to be short
-        return self._problem(size + message_tokens(UserMessage(text)), window)
+            elif plan_compaction(self._history, window=None, tools=tools) is not None:
+                # There is something to summarise, but not in a request that fits.
+                why = "compacting cannot help: the request for its summary would not fit either"
+        return self._problem(size + message_tokens(UserMessage(text)), window, why)
 
-    def _problem(self, needed: int, window: int) -> str | None:
+    def _problem(self, needed: int, window: int, why: str = "") -> str | None:
         needed += self._talk.max_tokens or 0  # the answer has to fit in the window too
         if needed <= window:
             return None
+        why = f"; {why}" if why else ""
         return (
             f"the conversation no longer fits the model's context window (about {needed:,} "
-            f"tokens, the window is {window:,}): compact it (/compact), start a fresh session "
-            "(/new, or dsh without --continue), or shorten the message"
+            f"tokens, the window is {window:,}{why}): {self._talk.window_advice}"
         )
 
     async def before_step(

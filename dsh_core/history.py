@@ -16,7 +16,8 @@ request. The rules (SPEC sections 6 and 8):
   covered reasoning-only answers, and after a compaction's checkpoint) are sent as one, joined
   by a blank line; tool-calling assistant messages and tool messages are never merged.
 - Compaction (SPEC 11): once ``compaction/end`` is folded, the model sees the system prompt,
-  the summary as a user-role checkpoint (:func:`checkpoint_message`), then the messages of the
+  the summary as a user-role checkpoint closed by an end line (:func:`checkpoint_message`),
+  then the messages of the
   events after ``replaces_through``, folded again by these same rules. A compaction without
   its end (cut short by a crash or a failure) changes nothing.
 
@@ -65,6 +66,7 @@ from .llm import (
 from .models import stated_window
 
 __all__ = [
+    "CHECKPOINT_END",
     "CHECKPOINT_HEADING",
     "MESSAGE_OVERHEAD_TOKENS",
     "History",
@@ -111,9 +113,19 @@ CHECKPOINT_HEADING = (
 )
 
 
+CHECKPOINT_END = (
+    "[End of the checkpoint. The summary above was written by the assistant, not by the user; "
+    "what follows it is the conversation as it was.]"
+)
+"""The line that closes the summary: a kept turn's user message is joined to the checkpoint,
+and without it the summary's last words would read as the start of that message."""
+
+
 def checkpoint_message(summary: str) -> UserMessage:
-    """The user-role message a compaction's summary is sent as."""
-    return UserMessage(f"{CHECKPOINT_HEADING}\n\n{summary}")
+    """The user-role message a compaction's summary is sent as: heading, summary, end line.
+    A summary that writes the end line itself loses it (it cannot close early)."""
+    summary = summary.replace(CHECKPOINT_END, "")
+    return UserMessage(f"{CHECKPOINT_HEADING}\n\n{summary}\n\n{CHECKPOINT_END}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,9 @@ Text that arrives in pieces (a streamed answer, a command's output) goes through
 :class:`StreamMasker`, which holds back the end of a piece that could be the start of a secret
 until the next piece says whether it is.
 
+Matching ignores the case of ASCII letters (a command can print the key upper-cased, ``tr a-z
+A-Z``; a server can echo it so): ``SK-...`` is masked as ``sk-...`` is, in a stream too.
+
 A value shorter than :data:`MIN_SECRET_CHARS` is not masked: a key like ``x`` or ``any`` (a
 local server's placeholder) is no secret anyone could keep, and masking it would mangle every
 sentence that holds those letters.
@@ -29,6 +32,7 @@ stream is not found (the model is never sent the key, so only a server could str
 from __future__ import annotations
 
 import binascii
+import re
 import threading
 
 __all__ = [
@@ -67,6 +71,12 @@ class Secrets:
         """``(value, [NAME])``: what a stream holds back the start of."""
         self._shortest = 0
         """The length of the shortest string masked: a shorter text holds none."""
+        self._shown: dict[str, str] = {}
+        """``_pairs`` by the lower-cased string: what a match in any case is shown as."""
+        self._found: re.Pattern[str] | None = None
+        """Any of ``_pairs``' strings, in any case, longest first."""
+        self._starts: tuple[re.Pattern[str], ...] = ()
+        """Per value: a non-empty start of it, in any case, that ends the text."""
 
     def __bool__(self) -> bool:
         return bool(self._pairs)
@@ -86,35 +96,48 @@ class Secrets:
             self._values = tuple(sorted(values.items(), key=lambda pair: -len(pair[0])))
             self._pairs = tuple(sorted(pairs.items(), key=lambda pair: -len(pair[0])))
             self._shortest = len(self._pairs[-1][0])
+            self._shown = {form.lower(): shown for form, shown in reversed(self._pairs)}
+            alternatives = "|".join(re.escape(form) for form, _ in self._pairs)
+            self._found = re.compile(alternatives, re.IGNORECASE | re.ASCII)
+            self._starts = tuple(_start_of(value) for value, _ in self._values)
 
     def clear(self) -> None:
         """Forget every secret (for tests: one test's key must not mask the next one's text)."""
         with self._lock:
             self._pairs = self._values = ()
             self._shortest = 0
+            self._shown, self._found, self._starts = {}, None, ()
 
     def mask(self, text: str) -> str:
-        """``text`` with every secret's value (or an encoding of it) replaced by its name in
-        brackets."""
-        if len(text) < self._shortest:  # a streamed piece, mostly: nothing fits in it
+        """``text`` with every secret's value (or an encoding of it), in any case, replaced by
+        its name in brackets."""
+        found = self._found
+        if found is None or len(text) < self._shortest:  # a streamed piece, mostly
             return text
-        for value, shown in self._pairs:
-            if value in text:
-                text = text.replace(value, shown)
-        return text
+        lowered = text.lower()  # a quick no first: the pattern is a hundred times slower
+        if not any(form in lowered for form in self._shown):
+            return text
+        return found.sub(lambda match: self._shown[match.group().lower()], text)
 
     def held(self, text: str) -> int:
-        """How many characters at the end of ``text`` could be the start of a secret."""
+        """How many characters at the end of ``text`` could be the start of a secret (in any
+        case)."""
         longest = 0
-        for value, _ in self._values:
-            # Only a suffix that starts with the secret's first character can begin it.
-            start = text.find(value[0], max(0, len(text) - len(value) + 1))
-            while start >= 0:
-                if value.startswith(text[start:]):
-                    longest = max(longest, len(text) - start)
-                    break
-                start = text.find(value[0], start + 1)
+        for (value, _), start in zip(self._values, self._starts, strict=True):
+            # The leftmost match is the longest end; the whole value was masked already.
+            found = start.search(text, max(0, len(text) - len(value) + 1))
+            if found:
+                longest = max(longest, len(text) - found.start())
         return longest
+
+
+def _start_of(value: str) -> re.Pattern[str]:
+    """A pattern for a non-empty start of ``value``, in any case, at the end of a text:
+    ``a(?:b(?:c)?)?\\Z`` for ``abc``."""
+    pattern = ""
+    for char in reversed(value[1:]):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return re.compile(re.escape(value[0]) + pattern + r"\Z", re.IGNORECASE | re.ASCII)
 
 
 def encodings(value: str) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """The ``subagent`` tool (SPEC 13): a child agent, in-process, that reads and reports back.
 
-    tool = SubagentTool(open_child)     # open_child(call) -> the child's Conversation
+    tool = SubagentTool(open_child, output_dir)  # open_child(call) -> the child's Conversation
     toolbox = Toolbox([..., tool])
 
 A call runs one turn of a fresh conversation: the system prompt and the call's ``prompt``, the
@@ -8,10 +8,11 @@ same model, read-only tools (``read``, ``glob``, ``grep``, ``skill``) and no sub
 own; what it may do without a question is what a pipe may (nobody can be asked from inside a
 call). Its steps go to a session log of its own, linked to the parent's call (``parent:
 {session, call_id}`` in its header; ``--sessions`` lists it under the parent). The result is
-the child's final text, capped as a command's output is; a child whose turn did not end with an
-answer gives ``Error: <chain>``. Cancelling the parent's turn cancels the child (its task is the
-call's). The child's tool calls are reported as they run (:func:`~dsh_core.calls.running_call`),
-so the front door shows them under the parent's call.
+the child's final text, capped as a command's output is (a long answer is saved whole in the
+parent's ``output_dir``, where the model reads it as it reads a command's); a child whose turn
+did not end with an answer gives ``Error: <chain>``. Cancelling the parent's turn cancels the
+child (its task is the call's). The child's tool calls are reported as they run
+(:func:`~dsh_core.calls.running_call`), so the front door shows them under the parent's call.
 
 A subagent only reads: it needs no approval, and several run side by side.
 """
@@ -19,6 +20,7 @@ A subagent only reads: it needs no approval, and several run side by side.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .calls import ToolFinished, ToolStarting, running_call
@@ -64,8 +66,9 @@ class SubagentTool:
 
     spec = SUBAGENT
 
-    def __init__(self, open_child: OpenChild) -> None:
+    def __init__(self, open_child: OpenChild, output_dir: Path) -> None:
         self._open_child = open_child
+        self._output_dir = output_dir
 
     def describe(self, arguments: Mapping[str, Any]) -> str:
         return str(arguments.get("description", ""))
@@ -102,10 +105,10 @@ class SubagentTool:
             end = await child.run_turn(prompt, on_event=forward)
         finally:
             child.log.close()
-        return _result(child, end)
+        return _result(child, end, self._output_dir)
 
 
-def _result(child: Conversation, end: TurnEnd) -> ToolOutput:
+def _result(child: Conversation, end: TurnEnd, output_dir: Path) -> ToolOutput:
     """The child's last text, or why there is none."""
     texts = [
         event.record.text
@@ -128,11 +131,8 @@ def _result(child: Conversation, end: TurnEnd) -> ToolOutput:
         return ToolOutput.failed(HarnessError(f"{session} {why}", SUBAGENT_FAILED))
     if end.kind == "max-tokens":
         text += "\n[the subagent's answer stopped at the output token limit]"
-    if len(text) > OUTPUT_LIMIT:
-        half = OUTPUT_LIMIT // 2
-        cut = len(text) - OUTPUT_LIMIT
-        text = (
-            f"{text[:half]}\n[... {cut:,} characters cut here; the whole answer is in "
-            f"{child.log.path}]\n{text[-half:]}"
-        )
-    return ToolOutput(text)
+    # Capped as a command's output: the whole answer in a file the parent's model may read
+    # (the child's session log is in DSH_HOME, which it may not).
+    from .tools.process import capped_result  # with the rest of the tools' machinery
+
+    return capped_result(text, output_dir, limit=OUTPUT_LIMIT, prefix="subagent-")

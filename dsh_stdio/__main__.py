@@ -135,7 +135,7 @@ def _stored(config: Config, streams: Streams) -> int:
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing
     # Only describe() is used: these run nothing here.
-    subagent = SubagentTool(_no_child)
+    subagent = SubagentTool(_no_child, config.home)
     tools = [*builtin_tools(workspace), SkillTool(SkillCatalog(), workspace), subagent]
     describe = Toolbox(tools).describe
     return show_session(config, config.show, out, terminal=terminal, err=err, describe=describe)

@@ -7,12 +7,16 @@
 
 The log events are the session log's lines, exactly, as they are written; deltas are not
 stored. Every line is parseable on its own, whatever the model wrote: U+2028, U+2029 and U+0085
-are escaped as in the log, and NUL is ``\\u0000``. Notices (retries, tool lines, usage) stay on
-stderr. Everything goes through the view's one buffer, so log events and deltas keep their order.
+are escaped as in the log, and NUL is ``\\u0000``. On a terminal every character that is not
+printable ASCII is a ``\\u`` escape: a C1 control or a bidi override written raw would act on
+the screen (SPEC 10.9); on a pipe the lines are data and stay as the log has them. Notices
+(retries, tool lines, usage) stay on stderr. Everything goes through the view's one buffer, so
+log events and deltas keep their order.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, TextIO
 
 from dsh_core.events import AssistantStep, TurnEnd, TurnStart
@@ -26,8 +30,11 @@ __all__ = ["JsonView"]
 class JsonView(TurnView):
     """A TurnView for a whole run that writes JSON lines: one per log event and per delta."""
 
-    def __init__(self, out: TextIO, err: TextIO, log: SessionLog, **options: Any) -> None:
+    def __init__(
+        self, out: TextIO, err: TextIO, log: SessionLog, *, terminal: bool, **options: Any
+    ) -> None:
         super().__init__(out, err, terminal=False, show_reasoning=False, **options)
+        self._ascii = terminal
         self._turn = 0
         self._step = 1
         self.attach(log)
@@ -50,7 +57,11 @@ class JsonView(TurnView):
         self._line(event.to_json())
 
     def _line(self, value: dict[str, Any]) -> None:
-        self._write(encode_line(value).decode("utf-8"))
+        if self._ascii:  # DEL is the one control character JSON leaves raw
+            line = json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f") + "\n"
+        else:
+            line = encode_line(value).decode("utf-8")
+        self._write(line)
 
     def _delta(self, kind: str, text: str) -> None:
         if text:

@@ -162,7 +162,7 @@ class Runtime:
                 err.write(f"dsh: {neutralise(warning)}\n")  # a server's words
         runtime = cls(config, store, model, log, err, stdin, servers=servers)
         if config.json:
-            view = runtime.view(out, terminal=False)  # it shows the log from here on
+            view = runtime.view(out, terminal=out.isatty())  # it shows the log from here on
             if report is not None and report.appended:
                 assert isinstance(view, JsonView)
                 view.replay(log.events[-report.appended :])
@@ -215,7 +215,7 @@ class Runtime:
             tools: list[Tool] = builtin_tools(workspace, launcher=lambda: launcher)
             if skills.skills:
                 tools.append(SkillTool(skills, workspace))
-            tools.append(SubagentTool(lambda call: self._child(log, call, skills)))
+            tools.append(SubagentTool(lambda call: self._child(log, call, skills), output_dir))
             if self.servers is not None:
                 tools += self.servers.tools(output_dir)
             toolbox = Toolbox(tools)
@@ -326,7 +326,11 @@ class Runtime:
         if self.config.json:
             if self.json_view is None:
                 self.json_view = JsonView(
-                    out, self.err, self.conversation.log, on_output_error=output_failed
+                    out,
+                    self.err,
+                    self.conversation.log,
+                    terminal=terminal,
+                    on_output_error=output_failed,
                 )
             return self.json_view
         return TurnView(

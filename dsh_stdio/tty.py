@@ -43,7 +43,9 @@ def quiet_terminal(fd: int) -> Iterator[None]:
 
     Otherwise Ctrl-C shows as ``^C`` in front of the outcome line and text typed ahead lands
     in the middle of the answer. Keys still count: Ctrl-C still sends SIGINT, and what was
-    typed ahead waits for the next prompt. A no-op when ``fd`` is not a terminal.
+    typed ahead waits for the next prompt, Ctrl-D too (the line discipline's end-of-file is
+    off: it would take the key as the end of a read nobody makes, and the key would be lost).
+    A no-op when ``fd`` is not a terminal.
     """
     if not os.isatty(fd):
         yield
@@ -53,6 +55,8 @@ def quiet_terminal(fd: int) -> Iterator[None]:
     saved = termios.tcgetattr(fd)
     quiet = list(saved)
     quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)  # lflags
+    quiet[6] = list(quiet[6])  # control characters
+    quiet[6][termios.VEOF] = bytes([os.fpathconf(fd, "PC_VDISABLE")])
     termios.tcsetattr(fd, termios.TCSANOW, quiet)
     try:
         yield

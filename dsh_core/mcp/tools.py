@@ -98,16 +98,12 @@ def result_output(result: mcp.types.CallToolResult, output_dir: Path) -> ToolOut
                 parts.append(f"[{other} content]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    from ..tools.process import CappedOutput  # with the rest of the tools' machinery
+    from ..tools.process import capped_result  # with the rest of the tools' machinery
 
-    capped = CappedOutput(output_dir, limit=OUTPUT_LIMIT, prefix="mcp-")
-    capped.feed("\n".join(parts).encode("utf-8", "surrogatepass"))
-    capped.close()
-    text = capped.text()
+    output = capped_result("\n".join(parts), output_dir, limit=OUTPUT_LIMIT, prefix="mcp-")
     if result.is_error:
-        raise ToolError(text or "the tool reported an error and said nothing more")
-    saved = capped.output_file
-    return ToolOutput(text, truncated=capped.truncated, output_file=str(saved) if saved else None)
+        raise ToolError(output.content or "the tool reported an error and said nothing more")
+    return output
 
 
 def _decoded(data: str) -> int:

@@ -26,7 +26,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..fileio import format_size, fsync_descriptor
@@ -70,6 +70,9 @@ class WriteTool:
         content = string_argument(arguments, "content", empty=True)
         assert content is not None
         data = _encode(content, "content")
+        return _path_first(target, lambda: self._prepare(target, content, data))
+
+    def _prepare(self, target: Target, content: str, data: bytes) -> Invocation:
         before = _existing(target, "write")
         old: str | None = None
         if before is not None:
@@ -125,6 +128,13 @@ class EditTool:
             raise ToolError("invalid arguments: old_string and new_string are the same")
         _encode(old_string, "old_string")
         _encode(new_string, "new_string")
+        return _path_first(
+            target, lambda: self._prepare(target, old_string, new_string, replace_all)
+        )
+
+    def _prepare(
+        self, target: Target, old_string: str, new_string: str, replace_all: bool
+    ) -> Invocation:
         before = _existing(target, "edit")
         if before is None:
             raise ToolError(f"cannot edit {target.shown}: it does not exist (write creates files)")
@@ -156,6 +166,25 @@ class EditTool:
         if replace_all:
             summary += " (every occurrence)"
         return Invocation(_access(target), summary, run, preview)
+
+
+def _path_first(target: Target, prepare: Callable[[], Invocation]) -> Invocation:
+    """``prepare()``, except that a change to a protected path or outside the working
+    directory is decided on its path first (SPEC 10.2-10.4): what the file holds (text not
+    found, a read it needs) is said only once a person allowed the path, and a pipe refuses
+    the path, resolved (``notes.md -> .git/config``), whatever the content."""
+    try:
+        return prepare()
+    except ToolError as exc:
+        access = _access(target)
+        if not (access.protected or access.outside):
+            raise
+        refused = exc
+
+    async def fail() -> ToolOutput:
+        raise refused
+
+    return Invocation(access, target.described(writing=True), fail)
 
 
 def _access(target: Target) -> Access:

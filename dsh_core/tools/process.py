@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal, TypeVar
 
 from ..chain import error_chain
+from ..events import ToolOutput
 from ..masking import StreamMasker
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ __all__ = [
     "Ended",
     "Escalation",
     "Timings",
+    "capped_result",
     "hide_own_environment",
     "run_child",
     "signal_name",
@@ -379,6 +381,19 @@ async def _uncancellable(work: Awaitable[T]) -> tuple[T, bool]:
             if task.cancelled():  # the work itself was cancelled, not only our wait for it
                 raise
             cancelled = True
+
+
+def capped_result(text: str, spill_dir: Path, *, limit: int, prefix: str) -> ToolOutput:
+    """A finished text (a server's result, a subagent's answer) as a result, capped as a
+    command's output is: past ``limit``, head and tail, and the whole of it in a file of
+    ``spill_dir`` that the model is told it may read."""
+    capped = CappedOutput(spill_dir, limit=limit, prefix=prefix)
+    capped.feed(text.encode("utf-8", "surrogatepass"))
+    capped.close()
+    saved = capped.output_file
+    return ToolOutput(
+        capped.text(), truncated=capped.truncated, output_file=str(saved) if saved else None
+    )
 
 
 class CappedOutput:

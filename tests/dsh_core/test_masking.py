@@ -64,6 +64,17 @@ def test_a_key_split_between_pieces_is_masked_at_every_split() -> None:
             assert out == f"the key is {MASKED}, really", pieces
 
 
+def test_a_key_in_another_case_is_masked_at_every_split() -> None:
+    """``tr a-z A-Z`` or a server's echo changes nothing: the key in any case is the key."""
+    for key in (KEY.upper(), KEY.title(), KEY.swapcase()):
+        text = f"the key is {key}, really"
+        for first in range(len(text) + 1):
+            stream = StreamMasker(secrets(KEY))
+            out = stream.feed(text[:first]) + stream.feed(text[first:]) + stream.flush()
+            assert out == f"the key is {MASKED}, really", (key, first)
+    assert secrets(KEY).mask(KEY.encode().hex().upper()) == "[DEEPSEEK_API_KEY as hex]"
+
+
 def test_a_stream_holds_back_only_what_could_begin_the_key() -> None:
     stream = StreamMasker(secrets(KEY))
     assert stream.feed("this is ") == "this is "
@@ -71,6 +82,8 @@ def test_a_stream_holds_back_only_what_could_begin_the_key() -> None:
     assert stream.feed("og") == "sk-dog"  # it was not
     assert stream.feed("s") == ""
     assert stream.flush() == "s"  # the text ended: no secret
+    assert stream.feed("SK-DSH") == ""  # in another case too
+    assert stream.feed("!") == "SK-DSH!"
     without = StreamMasker(Secrets())
     assert without.feed("sk-d") == "sk-d"
 
@@ -90,7 +103,7 @@ def test_error_chain_and_redact_url_mask_the_key() -> None:
 def test_a_short_key_keeps_every_other_variable_for_commands() -> None:
     environ = {"DEEPSEEK_API_KEY": "x", "BOX": "box of xylophones", "PATH": "/bin"}
     assert child_environment(environ) == {"BOX": "box of xylophones", "PATH": "/bin"}
-    environ = {"DEEPSEEK_API_KEY": KEY, "COPY": f"key={KEY}", "PATH": "/bin"}
+    environ = {"DEEPSEEK_API_KEY": KEY, "COPY": f"key={KEY}", "UP": KEY.upper(), "PATH": "/bin"}
     assert child_environment(environ) == {"PATH": "/bin"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from dsh_core.loop import Conversation, LoopEvent, ToolFinished, ToolStarting
 from dsh_core.session import SUBAGENTS_DIR, SessionLog, SessionStore
 from dsh_core.subagent import SubagentTool
 from dsh_core.testing import Hang, ScriptedModel
-from dsh_core.tools import Toolbox
+from dsh_core.tools import Tool, Toolbox, Workspace, builtin_tools
 from tests.dsh_core.test_loop_tools import STOP, FakeTool, asks, records, run
 
 CHILD_PROMPT = "You are a subagent."
@@ -30,10 +31,15 @@ def subagent_call(n: int, prompt: str = "find the answer", description: str = "l
 
 
 def parent_with_subagents(
-    model: object, log: SessionLog, store: SessionStore, children: list[Conversation]
+    model: object,
+    log: SessionLog,
+    store: SessionStore,
+    children: list[Conversation],
+    *,
+    tools: list[Tool] = (),  # type: ignore[assignment]
 ) -> Conversation:
     """A parent conversation whose ``subagent`` calls run children over the same model, each
-    with an ``echo`` tool (a read) and a session log of its own."""
+    with an ``echo`` tool (a read) and a session log of its own; ``tools`` besides."""
 
     def open_child(call: ToolCall) -> Conversation:
         child_log = store.create(Path(log.cwd), parent=log, call_id=call.id)
@@ -52,8 +58,14 @@ def parent_with_subagents(
         model,  # type: ignore[arg-type]
         log,
         model_name="m",
-        toolbox=Toolbox([SubagentTool(open_child)]),
+        toolbox=Toolbox([SubagentTool(open_child, output_dir(log)), *tools]),
+        approval=ApprovalPolicy.granting(["read"]),
     )
+
+
+def output_dir(log: SessionLog) -> Path:
+    """Where the parent's long results go, as the front door sets it up."""
+    return log.path.parent / "tool-output"
 
 
 def test_a_subagent_answers_with_its_final_text_from_a_session_of_its_own(
@@ -198,8 +210,34 @@ def test_three_subagents_in_one_step_run_side_by_side(log: SessionLog, store: Se
     assert len({child.log.id for child in children}) == 3
 
 
+def test_a_long_answer_is_saved_where_the_parents_model_can_read_it(
+    model: ScriptedModel, log: SessionLog, store: SessionStore, tmp_path: Path
+) -> None:
+    """The review's model followed the cut answer's pointer, the child's session log in
+    DSH_HOME, and ``read`` refused it as a credential. The whole answer is now in the parent's
+    tool-output directory, which ``read`` reads as it reads a long command's output."""
+    answer = "".join(f"finding {n}: all fine\n" for n in range(3000))  # 66,890 characters
+    model.enqueue(asks(subagent_call(1)), [TextDelta(answer), STOP], [TextDelta("cut"), STOP])
+    work = tmp_path / "work"
+    work.mkdir()
+    workspace = Workspace.at(work, output_dir(log), dsh_home=store.home)
+    read = [tool for tool in builtin_tools(workspace) if tool.spec.name == "read"]
+    parent = parent_with_subagents(model, log, store, [], tools=read)
+    assert run(parent.run_turn("review everything")) == TurnEnd(1, "completed")
+    [cut] = records(log, ToolResult)
+    assert cut.truncated and len(cut.content) < 31_000
+    [path] = re.findall(r"the whole output is in (\S+)\]", cut.content)
+    assert path == cut.output_file and Path(path).read_text() == answer.strip()
+    # The model follows the pointer.
+    reading = ToolCall("c2", "read", json.dumps({"file_path": path, "offset": 2999}))
+    model.enqueue(asks(reading), [TextDelta("read it"), STOP])
+    assert run(parent.run_turn("read all of it")) == TurnEnd(2, "completed")
+    [_, whole] = records(log, ToolResult)
+    assert not whole.is_error and "finding 2999: all fine" in whole.content, whole.content
+
+
 def test_a_subagent_cannot_run_outside_a_call() -> None:
-    tool = SubagentTool(lambda call: pytest.fail("no child without a call"))
+    tool = SubagentTool(lambda call: pytest.fail("no child without a call"), Path("/nowhere"))
     invocation = tool.prepare({"description": "d", "prompt": "p"})
     assert invocation.access.free
     with pytest.raises(Exception, match="only as a call of a turn"):

@@ -512,9 +512,9 @@ def test_a_one_megabyte_argument_string(
     assert result.returncode == 1, result.stderr
     assert re.fullmatch(
         r"\[turn failed CONTEXT_WINDOW_EXCEEDED\] the conversation no longer fits the model's "
-        r"context window \(about [\d,]+ tokens, the window is 200,000\): compact it "
-        r"\(/compact\), start a fresh session \(/new, or dsh without --continue\), or shorten "
-        r"the message\n",
+        r"context window \(about [\d,]+ tokens, the window is 200,000\): start a fresh "
+        r"session \(send the rest to a new dsh run, without --continue or --resume\), or "
+        r"shorten the message\n",
         result.stdout,
     )
     assert tool_lines(result.stderr) == [
@@ -629,3 +629,26 @@ def test_read_of_a_file_without_read_permission(
     )
     assert data_of(events, "turn/end") == [{"turn": 1, "reason": {"kind": "completed"}}]
     assert_requests_valid(stub)
+
+
+def test_a_turn_that_no_longer_fits_names_what_a_pipe_can_do_and_why_compacting_cannot(
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
+) -> None:
+    """The audit's run: a 4,000-token window that the system prompt and tools mostly fill.
+    The second line does not fit; compacting the first exchange would need a summary
+    request as large as the conversation, so none is tried, and the line says so. ``/compact``
+    and ``/new`` do not exist on a pipe: the advice is what a pipe can do."""
+    lines = "".join(f"message number {n} " + "lorem ipsum " * 150 + "\n" for n in range(3))
+    result = run(dsh_env, work, "-q", "--context-window", "4000", stdin=lines)
+    assert result.returncode == 1, result.stderr
+    rejected = [line for line in result.stdout.splitlines() if line.startswith("[turn rej")]
+    assert len(rejected) == 2
+    assert (
+        "compacting cannot help: the request for its summary would not fit either" in (rejected[0])
+    )
+    assert rejected[0].endswith(
+        "start a fresh session (send the rest to a new dsh run, without --continue or "
+        "--resume), or shorten the message"
+    )
+    assert "/compact" not in result.stdout and "/new" not in result.stdout
+    assert len(stub.requests) == 1  # no summary request was sent

@@ -147,3 +147,19 @@ def test_history_path_that_is_a_directory_is_a_startup_failure(
             f"dsh: startup failed: cannot use the history file {home / 'history'}: [Errno 21]"
         )
     )
+
+
+def test_ctrl_d_typed_during_a_turn_leaves_at_the_next_prompt(dsh_env: dict[str, str]) -> None:
+    """The audit's demo run sent Ctrl-D while a turn still ran (the banner's ``->`` passed for
+    the prompt): the terminal was in cooked mode, its line discipline took ^D as end-of-file
+    for a read nobody made, and the key was gone. It now waits, as typed text does."""
+    child, transcript = spawn(dsh_env)
+    child.expect_exact(PROMPT)
+    child.sendline("are you busy")  # keep-alives for a few seconds, then the answer
+    child.expect_exact("… server busy, waiting")  # the turn runs: cooked mode, no echo
+    child.send("\x04")
+    child.expect_exact("You said: are you busy")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "^D" not in transcript.getvalue()

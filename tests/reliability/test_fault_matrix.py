@@ -739,8 +739,9 @@ def test_gigantic_line_of_text(stub: StubServer, home: Path) -> None:
     assert (answer, rest) == (text, "")
     assert re.fullmatch(
         r"\[turn rejected\] the conversation no longer fits the model's context window "
-        r"\(about 2,5\d\d,\d\d\d tokens, the window is 1,048,576\): compact it \(/compact\), "
-        r"start a fresh session \(/new, or dsh without --continue\), or shorten the message",
+        r"\(about 2,5\d\d,\d\d\d tokens, the window is 1,048,576; compacting cannot help: "
+        r"the request for its summary would not fit either\): start a fresh session \(send the "
+        r"rest to a new dsh run, without --continue or --resume\), or shorten the message",
         rejection,
     ), rejection
     assert run.returncode == 1

@@ -155,8 +155,9 @@ def test_fifty_megabyte_answer(stub: StubServer, env: dict[str, str]) -> None:
     assert (received, wrong) == (size + 1, 1)  # the answer, then its newline
     assert re.fullmatch(
         r"\[turn rejected\] the conversation no longer fits the model's context window "
-        r"\(about 15,7\d\d,\d\d\d tokens, the window is 1,048,576\): compact it \(/compact\), "
-        r"start a fresh session \(/new, or dsh without --continue\), or shorten the message\n",
+        r"\(about 15,7\d\d,\d\d\d tokens, the window is 1,048,576; compacting cannot help: "
+        r"the request for its summary would not fit either\): start a fresh session \(send the "
+        r"rest to a new dsh run, without --continue or --resume\), or shorten the message\n",
         run.stdout,
     ), run.stdout[:300]
     assert run.returncode == 1

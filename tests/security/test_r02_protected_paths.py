@@ -127,6 +127,26 @@ def test_a_symlink_to_git_config_is_judged_by_where_it_leads(
     assert "notes.md -> .git/config" in write["content"], write["content"]
 
 
+def test_an_edit_through_a_symlink_to_git_config_with_absent_text_is_refused_for_its_path(
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
+) -> None:
+    """The audit's ``tooledit``: the text is not in ``.git/config``, and the model was told
+    "old_string was not found" in ``demo.txt`` (a link to it), not that the path is
+    protected: it learned what the file holds and not where its edits may go. The path is
+    judged first."""
+    git = repository(work)
+    (work / "greeting.txt").symlink_to(".git/config")
+    hello = {"file_path": "greeting.txt", "old_string": "Hello", "new_string": "Hello again"}
+    attack(stub, ("read", {"file_path": "greeting.txt"}), ("edit", hello))
+    run = run_dsh(dsh_env, work, "--allow", "all", stdin="edit the demo\n")
+    assert run.returncode == 0, run.stderr
+    assert (git / "config").read_text() == GIT_CONFIG
+    _, edit = results(home)
+    assert edit["is_error"] and "protected" in edit["content"], edit["content"]
+    assert "greeting.txt -> .git/config" in edit["content"]
+    assert "old_string" not in edit["content"]
+
+
 def test_a_person_is_asked_about_a_hook_every_time_and_never_offered_always(
     term: Terminal, stub: StubServer, work: Path
 ) -> None:

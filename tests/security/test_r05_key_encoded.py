@@ -38,6 +38,9 @@ ENCODINGS = {
     "hex": "od -An -tx1 -v | tr -d ' \\n'",
     "hex, upper case": "od -An -tx1 -v | tr -d ' \\n' | tr a-f A-F",
     "percent-encoded": "od -An -tx1 -v | tr -d '\\n' | sed 's/ /%/g'",
+    "upper case": "tr a-z A-Z",
+    "mixed case": "sed 's/\\(.\\)\\(.\\)/\\U\\1\\E\\2/g'",
+    "reversed, upper case": "rev | tr a-z A-Z",
 }
 
 

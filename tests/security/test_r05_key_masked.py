@@ -160,6 +160,19 @@ def test_a_server_that_streams_the_key_in_pieces_shows_the_mask(
     _json_and_show(env, work, "what is my key?\n")
 
 
+def test_a_server_that_streams_the_key_upper_cased_in_pieces_shows_the_mask(
+    env: dict[str, str], stub: StubServer, home: Path, work: Path
+) -> None:
+    """The review's echo, in another case: ``SK-DSH-CANARY-...`` is the key all the same."""
+    shouted = CANARY_KEY.upper()
+    stub.enqueue(Answer(f"YOUR KEY IS {shouted}, KEEP IT SAFE.", chunk_size=4))
+    run = pipe(env, work, stdin="what is my key?\n")
+    assert run.stdout == f"YOUR KEY IS {MASK}, KEEP IT SAFE.\n"
+    stored = b"".join(path.read_bytes() for path in home.rglob("*") if path.is_file())
+    assert shouted.encode() not in stored + run.stdout.encode() + run.stderr.encode()
+    _masked_everywhere(run)
+
+
 def test_a_key_on_the_terminal_is_shown_as_the_mask(
     env: dict[str, str], home: Path, stub: StubServer, work: Path
 ) -> None:

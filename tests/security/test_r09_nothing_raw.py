@@ -11,6 +11,7 @@ terminal runs the real ``dsh`` on a pseudo-terminal.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pexpect
@@ -149,3 +150,24 @@ def test_sessions_and_show_show_invisible_characters(
         shown.child.expect_exact("You said: hello<U+200B> there<U+202E> ^[[2J\r\n")
         shown.child.expect(pexpect.EOF)
         _inert_screen(shown.screen.getvalue())
+
+
+@pytest.mark.slow
+def test_json_on_a_terminal_writes_no_c1_or_bidi_character_raw(
+    env: dict[str, str], home: Path, stub: StubServer, work: Path
+) -> None:
+    """The review's answer: C1 CSI/OSC/ST and bidi overrides, which JSON leaves raw in UTF-8;
+    on a terminal every one is a ``\\u`` escape. On a pipe the line stays data (as it is)."""
+    hostile = "ans \u009b2J\u009d0;pwned\u009c\u202eevil\u2066x\u2069 del\x7f \x1b[31m"
+    stub.enqueue(Answer(hostile))
+    with terminal(env, work, home, [*DSH, "--json", "hi"]) as shown:
+        shown.child.expect_exact('"type":"turn/end"')
+        shown.child.expect(pexpect.EOF)
+        screen = shown.screen.getvalue()
+    _inert(screen)
+    for char in ("\u009d", "\u009c", "\u2069", "\x7f"):
+        assert char not in screen
+    assert "\\u009b2J\\u009d0;pwned\\u009c\\u202eevil\\u2066x\\u2069 del\\u007f" in screen
+    stub.enqueue(Answer(hostile))
+    piped = pipe(env, work, "--json", "hi")
+    assert f'"text":{json.dumps(hostile, ensure_ascii=False)}' in piped.stdout
