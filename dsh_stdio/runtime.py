@@ -51,6 +51,7 @@ from .view import TurnView
 
 if TYPE_CHECKING:
     from dsh_core.mcp.servers import McpServers
+    from dsh_core.tools.trust import Kept
 
 __all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime", "shown_url"]
 
@@ -203,7 +204,9 @@ class Runtime:
         self.launcher = None
         if config.tools:
             output_dir = log.path.parent / TOOL_OUTPUT_DIR
-            workspace = Workspace.at(cwd, output_dir, dsh_home=config.home)
+            workspace = Workspace.at(
+                cwd, output_dir, dsh_home=config.home, started=self._servers_run_from()
+            )
             launcher = self.launcher = choose_launcher(
                 config.sandbox,
                 workspace=workspace,
@@ -236,6 +239,15 @@ class Runtime:
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
         )
+
+    def _servers_run_from(self) -> tuple[Kept, ...]:
+        """What the configured MCP servers run from: protected where inside, whether they
+        started or not (the next start, from elsewhere, would run them)."""
+        if not self.config.servers:
+            return ()
+        from dsh_core.mcp.launch import server_files
+
+        return server_files(self.config.servers, child_environment(), Path.home())
 
     def _system_prompt(
         self, cwd: Path, toolbox: Toolbox, skills: SkillCatalog, *, warn: bool

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +37,7 @@ from mcp.shared.message import SessionMessage
 
 from ..errors import MCP_SERVER
 from ..tools.base import ToolError
+from .launch import resolve_command, server_cwd, server_environment
 from .spec import ServerSpec
 
 __all__ = ["LAUNCHER", "Connection", "resolve_command"]
@@ -51,35 +51,16 @@ except (OSError, AttributeError):
     pass  # not Linux: the process group is all there is
 if os.getppid() != parent:  # dsh died before the request took effect
     os._exit(1)
-os.execvp(sys.argv[2], sys.argv[2:])
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:  # said on stderr, which dsh quotes in its warning
+    sys.stderr.write(f"dsh: cannot run {sys.argv[2]}: {exc.strerror}\\n")
+    os._exit(127)
 """
 """Run as ``python -I -S -c LAUNCHER <dsh's pid> <command> <args...>``: the server, told to die
 with dsh. The interpreter is dsh's own, fixed at startup (SPEC 10.1)."""
 
 _PYTHON = sys.executable
-
-
-def resolve_command(command: str, path: str, workdir: Path) -> str:
-    """The absolute program ``command`` names; a bare name is looked up in ``path`` without the
-    directories under ``workdir``, where the model may write (SPEC 10.1)."""
-    if os.path.isabs(command):
-        return command
-    root = os.path.realpath(workdir)
-    safe = [
-        entry
-        for entry in path.split(os.pathsep)
-        if entry
-        and os.path.isabs(entry)
-        and os.path.commonpath([os.path.realpath(entry), root]) != root
-    ]
-    found = shutil.which(command, path=os.pathsep.join(safe))
-    if found is None:
-        raise ToolError(
-            f"command {command!r} is not in PATH (directories under the working directory "
-            "are not searched)",
-            MCP_SERVER,
-        )
-    return found
 
 
 class Connection:
@@ -193,14 +174,14 @@ class Connection:
             client.event_hooks["response"].append(note)
             return streamable_http_client(spec.url, http_client=client)
         assert spec.command is not None
-        environment = {**self._environment, **spec.env}
+        environment = server_environment(self._environment, spec, self._workdir)
         program = resolve_command(spec.command, environment.get("PATH", os.defpath), self._workdir)
         launcher = ["-I", "-S", "-c", LAUNCHER, str(os.getpid()), program, *spec.args]
         parameters = StdioServerParameters(
             command=_PYTHON,
             args=launcher,
             env=environment,
-            cwd=spec.cwd or str(Path.home()),
+            cwd=server_cwd(spec, self._workdir, Path.home()),
         )
         return stdio_client(parameters, errlog=self._stderr)
 

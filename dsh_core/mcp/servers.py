@@ -36,6 +36,10 @@ __all__ = ["MAX_MCP_TOOLS", "MAX_SCHEMA_BYTES", "McpServers", "ServerState", "Se
 MAX_MCP_TOOLS = 120
 """MCP tools offered at most, all servers together: providers take 128 tools per request, and
 dsh's own need the rest."""
+STDERR_TAIL = 4096
+"""Bytes of a failed server's stderr looked through for its last line."""
+STDERR_LINE = 300
+"""Characters of that line quoted in the warning."""
 MAX_SCHEMA_BYTES = 32 * 1024
 """A tool whose input schema is larger is not offered (it would ride along every request)."""
 
@@ -72,6 +76,8 @@ class _Server:
         self.offered: dict[str, str] = {}
         """The server's tool name -> the name it is offered under."""
         self.restarted = False
+        self.said = ""
+        """Where its stderr is and how it ends, when it did not start."""
 
     @property
     def where(self) -> str:
@@ -112,10 +118,29 @@ class McpServers:
         await asyncio.gather(*(self._start(server) for server in self._servers))
         warnings = [
             f'MCP server "{server.spec.name}" did not start: {error_chain(server.failure)}'
+            + server.said
             for server in self._servers
             if server.state == "failed"
         ]
         return warnings + self._name_tools()
+
+    def _said(self, spec: ServerSpec, since: int, failure: Exception) -> str:
+        """What a stdio server wrote on stderr from ``since`` (its last line) and where that
+        is: the cause of a failed start, which the SDK reports only as "Connection closed".
+        Nothing when it said nothing and dsh itself said why (not in PATH, a timeout)."""
+        if spec.url is not None:
+            return ""
+        path = self.stderr_path(spec.name)
+        try:
+            with open(path, "rb") as file:
+                file.seek(since)
+                tail = file.read()[-STDERR_TAIL:]
+        except OSError:
+            return ""
+        lines = tail.decode("utf-8", "replace").strip().splitlines()
+        if not lines:
+            return "" if isinstance(failure, ToolError) else f" (its stderr, in {path}, is empty)"
+        return f' (its stderr ends "{lines[-1].strip()[:STDERR_LINE]}"; all of it is in {path})'
 
     def _name_tools(self) -> list[str]:
         """Offered names for the running servers' tools, within the limits; what was left."""
@@ -146,11 +171,15 @@ class McpServers:
 
     async def _start(self, server: _Server) -> None:
         server.state = "starting"
+        since = 0
         try:
+            if server.spec.url is None:
+                since = os.fstat(self._stderr_of(server.spec).fileno()).st_size
             server.connection = self._connection(server.spec)
             server.listing = await server.connection.open()
         except Exception as exc:
             server.state, server.failure = "failed", exc
+            server.said = self._said(server.spec, since, exc)
             if server.connection is not None:
                 self._stop_later(server.connection)
             server.connection = None

@@ -50,9 +50,11 @@ from pathlib import Path
 from ..chain import error_chain
 from .trust import (
     GIT_PROTECTED_NAMES,
+    INSTALLATION,
     Credentials,
     Found,
     Inventory,
+    Kept,
     credential_paths,
     inventory,
     key_files,
@@ -127,13 +129,14 @@ def confine(
     home: Path | None = None,
     dsh_home: Path | None = None,
     credentials: Credentials | None = None,
+    started: Iterable[Kept] = (),
 ) -> Confinement:
     """What the sandbox keeps under ``root`` now (see the module docstring).
 
     ``installation`` is dsh's, resolved; ``found`` what a :class:`.RepositoryScan` found below
     the top; ``credentials`` the locations as they resolved when the session began.
     """
-    kept = inventory(root, installation=installation, found=found, home=home)
+    kept = inventory(root, installation=installation, found=found, home=home, started=started)
     read_only: list[Path] = []
     placeholders: list[Path] = []
     placeholder_files: list[Path] = []
@@ -245,6 +248,8 @@ def _undo_tripwire(plan: Confinement, path: Path) -> str:
     reason = plan.reasons.get(path, "")
     if path.name in GIT_PROTECTED_NAMES or not reason:
         why = "git would take its configuration and hooks from it"
+    elif reason == INSTALLATION or reason.startswith("MCP server"):
+        why = f"dsh would run what is there ({reason})"
     else:
         why = f"git would run or read what is there ({reason})"
     return f"[sandbox: {done} {where}, which the command created: {why}, outside the sandbox]"

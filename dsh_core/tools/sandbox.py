@@ -63,7 +63,7 @@ from .workspace import Workspace, child_environment
 
 if TYPE_CHECKING:  # the policy loads with the first command, not at startup
     from .confinement import Confinement
-    from .trust import Credentials, Inventory, Scan
+    from .trust import Credentials, Inventory, Kept, Scan
 
 __all__ = [
     "INSTALL_HINT",
@@ -158,6 +158,8 @@ class Bwrap:
     """Finds nested repositories, kept up to date; None: only the working directory's own."""
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
     """The credential locations as they resolved when the session began: hidden too."""
+    started: tuple[Kept, ...] = ()
+    """What dsh's MCP servers run from: read-only where inside, like the installation."""
     seccomp: bytes | None = field(default_factory=_socket_filter, repr=False)
     """The seccomp program handed to bwrap; None where this machine has none."""
 
@@ -187,6 +189,7 @@ class Bwrap:
             installation=(*protection.installation, *extra),
             scan=protection.scan,
             credentials=workspace.credentials,
+            started=protection.started,
         )
 
     @property
@@ -217,13 +220,15 @@ class Bwrap:
             home=self.home,
             dsh_home=self.dsh_home,
             credentials=self.credentials,
+            started=self.started,
         )
 
     def inventory(self) -> Inventory:
         """What is kept inside ``root`` now: after a command, to see what it made."""
         from .trust import Protection
 
-        return Protection(self.root, self.installation, self.scan, self.home).inventory()
+        protection = Protection(self.root, self.installation, self.scan, self.home, self.started)
+        return protection.inventory()
 
     def arguments(self, plan: Confinement | None = None) -> list[str]:
         """bwrap's options, in the order they must be applied (later mounts cover earlier)."""

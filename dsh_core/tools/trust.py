@@ -20,7 +20,8 @@ What is kept inside the working directory, and why (:func:`inventory`):
   program of the tree that ``core.fsmonitor`` or an alias runs), git's global configuration
   when it lies inside;
 - what steers later sessions: ``.dsh/``, ``.agents/`` and ``AGENTS.md`` (SPEC 9: the system
-  prompt quotes them).
+  prompt quotes them);
+- what the configured MCP servers run from (SPEC 13): dsh starts them outside the sandbox.
 
 The file tools also refuse, by name and without looking at the disk, anything under a ``.git``
 (a file or a directory, at any depth: a model that writes ``src/.git`` makes a repository), and
@@ -87,8 +88,21 @@ CREDENTIAL_NAMES = (
     ".npmrc",
     ".pypirc",
     ".pgpass",
+    ".config/environment.d",
+    ".bash_history",
+    ".zsh_history",
+    ".histfile",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".lesshst",
 )
-"""Relative to the user's home directory: where credentials live (SPEC 10.4)."""
+"""Relative to the user's home directory: where credentials live (SPEC 10.4's list), then the
+files that hold them by accident: an ``export`` typed once stays in a shell's history, and
+``environment.d`` sets variables for the user's whole session."""
 
 GIT_PROTECTED_NAMES = ("config", "hooks", "commondir", "config.worktree")
 """Inside a git directory: what git runs code from at the user's next ``git`` command
@@ -170,7 +184,9 @@ def under(path: Path | str, other: Path | str) -> bool:
 
 @functools.cache
 def installation_paths() -> tuple[Path, ...]:
-    """Where this dsh runs from, resolved: interpreter, prefixes, ``sys.path``, scripts, packages.
+    """Where this dsh runs from, resolved: interpreter, prefixes, ``sys.path``, scripts, packages,
+    and the user's site-packages directory when Python would import from it (even before it
+    exists).
 
     Computed once, from this process as it is at the first ask (the first command): nothing
     here changes while dsh runs. ``python -m dsh_stdio`` has dropped the working directory from
@@ -200,6 +216,10 @@ def installation_paths() -> tuple[Path, ...]:
         for path in {Path(os.path.abspath(candidate)), Path(os.path.realpath(candidate))}:
             if path not in found and os.path.lexists(path):
                 found.append(path)
+    import site
+
+    if site.ENABLE_USER_SITE:  # imported from at the next start once it exists: a .pth there
+        found.append(Path(os.path.realpath(site.getusersitepackages())))  # runs (SPEC 10.1)
     return tuple(found)
 
 
@@ -266,13 +286,17 @@ def inventory(
     installation: Iterable[Path] = (),
     found: Found | None = None,
     home: Path | None = None,
+    started: Iterable[Kept] = (),
 ) -> Inventory:
     """What is kept inside ``root`` now (see the module docstring); ``lstat`` and reading git's
-    configuration files only. ``installation`` and ``root`` are resolved."""
+    configuration files only. ``installation`` and ``root`` are resolved; ``started``: what
+    dsh's MCP servers run from (:func:`dsh_core.mcp.launch.server_files`)."""
     taking = _Taking(root, home)
     for path in installation:
-        if inside(path, root) and os.path.lexists(path):
-            taking.kept.append(Kept(path, INSTALLATION))
+        if inside(path, root):  # the user's site-packages may not exist yet
+            missing: Missing | None = None if os.path.lexists(path) else "tripwire"
+            taking.kept.append(Kept(path, INSTALLATION, missing))
+    taking.kept += [item for item in started if inside(item.path, root)]
     taking.repository(root, top=True)
     for repository in found.repositories if found else ():
         taking.repository(repository, top=False)
@@ -439,6 +463,8 @@ class Protection:
     """Finds nested repositories and protected names; None: only the top is looked at."""
     home: Path | None = None
     """The user's home directory: where ``~/`` in git's configuration leads."""
+    started: tuple[Kept, ...] = ()
+    """What dsh's MCP servers run from (:func:`dsh_core.mcp.launch.server_files`)."""
 
     def inventory(self) -> Inventory:
         """What is kept now (the scan brought up to date first)."""
@@ -447,6 +473,7 @@ class Protection:
             installation=self.installation,
             found=self.scan.found() if self.scan is not None else None,
             home=self.home,
+            started=self.started,
         )
 
     def reason(self, real: str) -> str | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..masking import maskable
 
 if TYPE_CHECKING:
-    from .trust import Credentials, Protection
+    from .trust import Credentials, Kept, Protection
 
 __all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
@@ -115,13 +115,23 @@ class Workspace:
     """The user's home directory, where the other credential locations are."""
     installation: tuple[Path, ...] | None = None
     """dsh's installation (:func:`~.trust.installation_paths`); None: this process's own."""
+    started: tuple[Kept, ...] = ()
+    """What dsh's MCP servers run from (:func:`dsh_core.mcp.launch.server_files`): protected
+    where inside, like dsh's installation."""
     skill_folders: set[str] = field(default_factory=set)
     """The folders of the skills loaded in this session (resolved): ``read`` opens their files
     without a question, wherever they are (SPEC 13)."""
 
     @classmethod
-    def at(cls, cwd: Path, output_dir: Path, *, dsh_home: Path | None = None) -> Workspace:
-        return cls(Path(os.path.realpath(cwd)), output_dir, dsh_home=dsh_home)
+    def at(
+        cls,
+        cwd: Path,
+        output_dir: Path,
+        *,
+        dsh_home: Path | None = None,
+        started: tuple[Kept, ...] = (),
+    ) -> Workspace:
+        return cls(Path(os.path.realpath(cwd)), output_dir, dsh_home=dsh_home, started=started)
 
     @functools.cached_property
     def credentials(self) -> Credentials:
@@ -145,7 +155,7 @@ class Workspace:
         installation = tuple(path for path in everywhere if inside(path, self.root))
         scan = RepositoryScan(self.root, skip=installation)
         home = Path(os.path.realpath(self.home))
-        return Protection(self.root, installation, scan=scan, home=home)
+        return Protection(self.root, installation, scan=scan, home=home, started=self.started)
 
     @functools.cached_property
     def own_output(self) -> str:

@@ -126,3 +126,36 @@ def test_a_tool_is_offered_masked_and_cut_and_asks_by_its_servers_grant(tmp_path
     assert len(invocation.summary) == 200 and invocation.summary.endswith("…")
     assert invocation.preview.startswith('{\n  "path": "aaa')
     assert tool.prepare({"path": "a"}).preview == ""
+
+
+def test_a_server_that_does_not_start_says_why_and_where_its_stderr_is(tmp_path: Path) -> None:
+    # Second review (A5): "did not start: Connection closed", the cause only in the file.
+    import asyncio
+    import sys
+
+    from dsh_core.mcp.servers import McpServers
+    from dsh_core.mcp.spec import ServerSpec
+
+    specs = [
+        ServerSpec("gone", command="/nonexistent/x"),
+        ServerSpec("dies", command=sys.executable, args=("-c", "import sys; sys.exit('no db')")),
+        ServerSpec("quiet", command="/bin/false"),
+    ]
+
+    async def start() -> list[str]:
+        servers = McpServers(specs, stderr_dir=tmp_path, environment={}, workdir=tmp_path / "w")
+        try:
+            return await servers.start()
+        finally:
+            await servers.close()
+
+    gone, dies, quiet = asyncio.run(start())
+    assert gone == 'MCP server "gone" did not start: command /nonexistent/x does not exist'
+    assert dies == (
+        'MCP server "dies" did not start: Connection closed (its stderr ends "no db"; '
+        f"all of it is in {tmp_path / 'mcp-dies.stderr'})"
+    )
+    assert quiet == (
+        'MCP server "quiet" did not start: Connection closed '
+        f"(its stderr, in {tmp_path / 'mcp-quiet.stderr'}, is empty)"
+    )

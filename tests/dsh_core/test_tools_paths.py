@@ -262,6 +262,10 @@ def test_credentials_are_guarded_wherever_they_lead(tmp_path: Path) -> None:
         "keys": "~/.aws",
         **{name: f"~/{name}" for name in (".gnupg", ".azure", ".kube", ".docker", ".netrc")},
         **{name: f"~/{name}" for name in (".git-credentials", ".npmrc", ".pypirc", ".pgpass")},
+        **{name: f"~/{name}" for name in (".bash_history", ".zsh_history", ".histfile")},
+        **{name: f"~/{name}" for name in (".python_history", ".node_repl_history")},
+        **{name: f"~/{name}" for name in (".psql_history", ".mysql_history", ".sqlite_history")},
+        ".lesshst": "~/.lesshst",
     }
 
 

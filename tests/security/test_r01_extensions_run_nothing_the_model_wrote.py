@@ -15,8 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import Answer, StubServer
-from tests.dsh_stdio.test_agent_pipe import run_dsh, stub, work
+from dsh_core.testing import Answer, StubServer, ToolCalls
+from tests.dsh_stdio.test_agent_pipe import assert_log_whole, data_of, run_dsh, stub, work
+from tests.harness import run_in_process
+from tests.security._support_sandbox import (  # noqa: F401 (the fixture is found by name)
+    NEXT,
+    Scene,
+    needs_bwrap,
+    payload,
+    scene_fixture,
+    went_on,
+)
 from tests.support import child_env
 
 __all__ = ["stub", "work"]
@@ -94,3 +103,111 @@ def test_a_module_planted_in_the_project_is_not_imported_by_a_python_server(
     assert run.returncode == 0, run.stderr
     assert not marker.exists()
     assert 'dsh: MCP server "notes" did not start: ' in run.stderr
+
+
+# Second review: what a configured server runs from was the model's to change, and the server
+# got dsh's PATH and working directory unfiltered. Each attack below plants as the model would
+# (with the tool it had), then dsh starts the server: the planted code must not run, and what
+# the server runs from is a protected path.
+
+
+def server_config(
+    scene: Scene, command: str, *args: str, cwd: str = "", pythonpath: str = ""
+) -> None:
+    lines = ["[mcp.servers.mine]", f"command = {json.dumps(command)}"]
+    lines.append(f"args = {json.dumps(list(args))}")
+    lines += [f"cwd = {json.dumps(cwd)}"] if cwd else []
+    lines += [f"env = {{ PYTHONPATH = {json.dumps(pythonpath)} }}"] if pythonpath else []
+    scene.dsh_home.mkdir(exist_ok=True)
+    (scene.dsh_home / "config.toml").write_text("\n".join(lines) + "\nstartup_timeout_s = 5\n")
+
+
+def run_calls(scene: Scene, allow: str, *items: tuple[str, dict[str, str]]) -> list[str]:
+    """dsh, granted ``allow``, runs the model's calls (one step each): what it read back."""
+    for name, arguments in items:
+        scene.stub.enqueue(ToolCalls(((name, json.dumps(arguments)),)))
+    run = run_in_process(scene.env, "--allow", allow, stdin=f"attack\n{NEXT}\n", cwd=scene.work)
+    went_on(run)
+    return [str(r["content"]) for r in data_of(assert_log_whole(scene.dsh_home), "tool/result")]
+
+
+def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: Scene) -> None:
+    # Review (t25): read server.py, edit it: no question; the next start ran it unsandboxed.
+    script = scene.work / "server.py"
+    script.write_text("import os, sys\nsys.exit(3)\n")
+    server_config(scene, sys.executable, str(script))
+    new = f"import os, sys; {payload(scene.marker)}"
+    _, edit = run_calls(
+        scene,
+        "write",
+        ("read", {"file_path": "server.py"}),
+        ("edit", {"file_path": "server.py", "old_string": "import os, sys", "new_string": new}),
+    )
+    assert 'Error: tool "edit" touches server.py (protected: MCP server "mine")' in edit, edit
+    assert script.read_text() == "import os, sys\nsys.exit(3)\n"
+    run_in_process(scene.env, stdin="hello\n", cwd=scene.work)  # the next start
+    assert not scene.marker.exists()
+
+
+@needs_bwrap
+def test_a_sandboxed_command_cannot_rewrite_the_servers_command_file(scene: Scene) -> None:
+    # Review (t24): `sed -i '2i touch /tmp/m' mcp/server.sh` changed it; the next start, even
+    # from another directory, ran it.
+    command = scene.work / "mcp" / "server.sh"
+    planted_program(command, scene.base / "unused")
+    before = command.read_text()
+    server_config(scene, str(command))
+    (outcome,), _ = scene.attack(f"sed -i '2i touch {scene.marker}' mcp/server.sh; echo rc=$?")
+    assert "rc=0" not in outcome["content"], outcome["content"]  # a read-only mount: EBUSY
+    assert command.read_text() == before
+    run_in_process(scene.env, stdin="hello\n", cwd=scene.base)  # the next start, elsewhere
+    assert not scene.marker.exists()
+
+
+def test_an_interpreter_planted_on_path_under_the_project_is_not_the_servers(scene: Scene) -> None:
+    # Review (t20): PATH=<proj>/.venv/bin:..., the server's `#!/usr/bin/env atk2py`; a command
+    # planted .venv/bin/atk2py, the next start ran it outside the sandbox.
+    real = scene.base / "realbin" / "atk2py"
+    real.parent.mkdir()
+    real.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    real.chmod(0o755)
+    server = scene.base / "server"
+    server.write_text("#!/usr/bin/env atk2py\nimport sys\nsys.exit(3)\n")
+    server.chmod(0o755)
+    planted_program(scene.work / ".venv" / "bin" / "atk2py", scene.marker)
+    server_config(scene, str(server))
+    path = os.pathsep.join([str(scene.work / ".venv" / "bin"), str(real.parent), os.defpath])
+    scene.env["PATH"] = path
+    run = run_in_process(scene.env, stdin="hello\n", cwd=scene.work)
+    assert not scene.marker.exists()
+    assert 'dsh: MCP server "mine" did not start' in run.stderr  # it exits 3, by the real one
+
+
+def test_a_module_planted_in_a_home_working_directory_is_not_imported_by_python_m(
+    scene: Scene,
+) -> None:
+    # Review (t9): `args = ["-m", "legitsrv"]`, no cwd (the home directory), dsh started in
+    # the home directory; the model wrote legitsrv.py there, the next start imported it.
+    legit = scene.base / "legit"
+    legit.mkdir()
+    (legit / "legitsrv.py").write_text("import sys\nsys.exit(3)\n")
+    (scene.work / "legitsrv.py").write_text(payload(scene.marker) + "\n")
+    server_config(scene, sys.executable, "-m", "legitsrv", pythonpath=str(legit))
+    scene.env["HOME"] = str(scene.work)
+    run = run_in_process(scene.env, stdin="hello\n", cwd=scene.work)
+    assert not scene.marker.exists()
+    assert 'dsh: MCP server "mine" did not start' in run.stderr
+
+
+def test_a_server_whose_cwd_is_in_the_working_directory_is_not_started(scene: Scene) -> None:
+    # Review (A2): a server's cwd inside the project: `npx x` or `python -m x` would run what
+    # the model wrote there.
+    (scene.work / "srv").mkdir()
+    planted_program(scene.work / "srv" / "tool", scene.marker)
+    server_config(scene, "/bin/sh", "-c", "./tool", cwd=str(scene.work / "srv"))
+    run = run_in_process(scene.env, stdin="hello\n", cwd=scene.work)
+    assert not scene.marker.exists()
+    assert (
+        f'dsh: MCP server "mine" did not start: its cwd {scene.work / "srv"} is in the working '
+        f"directory {scene.work}, where the model may write"
+    ) in run.stderr

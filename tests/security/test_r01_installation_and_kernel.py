@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from dsh_core.testing import ToolCalls
+from tests.dsh_stdio.test_agent_pipe import assert_log_whole, data_of
 from tests.security._support_fixfiles import Attacker, attacker_fixture
 from tests.security._support_sandbox import (  # noqa: F401 (the fixture is found by name)
     NEXT,
@@ -33,7 +36,7 @@ from tests.security._support_sandbox import (  # noqa: F401 (the fixture is foun
     scene_fixture,
     went_on,
 )
-from tests.security.test_r01_nothing_runs_outside_sandbox import SITE, dsh_in_a_venv
+from tests.security.test_r01_nothing_runs_outside_sandbox import ROOT, SITE, dsh_in_a_venv
 from tests.support import sandbox_python
 
 __all__ = ["attacker_fixture"]
@@ -117,3 +120,34 @@ def test_a_sandboxed_command_cannot_write_the_kernel_s_proc_knobs(attacker: Atta
         expected = "read-only" if os.path.exists(path) else "absent"
         assert f"{path} {expected}\n" in result, result
     assert "WRITABLE" not in result
+
+
+@pytest.mark.slow
+def test_a_pth_written_into_the_user_site_packages_before_it_exists_is_refused(
+    scene: Scene,
+) -> None:
+    # Second review (t3): Python with the user site enabled, dsh started in the home directory;
+    # ~/.local/lib/pythonX.Y/site-packages did not exist, so it was not dsh's installation:
+    # `--allow write` wrote zz_atk.pth there silently and the next `dsh --help` ran it.
+    interpreter = scene.base / "venv"
+    subprocess.run(
+        [sandbox_python(), "-m", "venv", "--without-pip", "--system-site-packages", interpreter],
+        check=True,
+    )
+    outer = [entry for entry in sys.path if entry.endswith("site-packages")]
+    (interpreter / SITE / "dsh-dev.pth").write_text("\n".join([str(ROOT), *outer]) + "\n")
+    python = str(interpreter / "bin" / "python")
+    env = {**scene.env, "HOME": str(scene.work)}
+    user_site = f".local/{SITE}"
+    write = {"file_path": f"{user_site}/zz_atk.pth", "content": f"{payload(scene.marker)}\n"}
+    scene.stub.enqueue(ToolCalls((("write", json.dumps(write)),)))
+    went_on(
+        run_program(
+            [python, "-m", "dsh_stdio", "--allow", "write"], env, scene.work, f"x\n{NEXT}\n"
+        )
+    )
+    (result,) = data_of(assert_log_whole(scene.dsh_home), "tool/result")
+    assert "(protected: dsh's own installation)" in result["content"], result["content"]
+    assert not (scene.work / user_site).exists()
+    run_program([python, "-m", "dsh_stdio", "--help"], env, scene.work, "")
+    assert not scene.marker.exists()

@@ -76,3 +76,18 @@ def test_sandboxed_grep_of_dsh_home_finds_no_session(scene: Scene) -> None:
     logs = sorted(scene.dsh_home.rglob("session.jsonl"), key=os.path.getmtime)
     (looked,) = data_of(read_events(logs[-1]), "tool/result")
     assert looked["content"] == "end\n"  # nothing found, nothing listed: an empty directory
+
+
+def test_sandboxed_tr_of_shell_history_and_environment_d_reads_no_key(scene: Scene) -> None:
+    # Second review (t7): `tr a-z A-Z < ~/.bash_history` (and ~/.zsh_history,
+    # ~/.config/environment.d/*.conf) returned the key an `export` had left there.
+    files = (".bash_history", ".zsh_history", ".config/environment.d/deepseek.conf")
+    for name in files:
+        (scene.home / name).parent.mkdir(parents=True, exist_ok=True)
+        (scene.home / name).write_text(f"export DEEPSEEK_API_KEY={SECRET}\n")
+    content = scene.content(
+        "for f in ~/.bash_history ~/.zsh_history ~/.config/environment.d/deepseek.conf; "
+        'do tr a-z A-Z < "$f"; done; echo done'
+    )
+    assert SECRET.upper() not in content and SECRET not in content, content
+    assert content.endswith("done\n"), content
