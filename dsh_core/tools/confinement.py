@@ -24,11 +24,11 @@ bubblewrap's mounts. Here the inventory becomes mounts, looked at again before e
   put a fresh ``.git`` where git looks, and ``mv .config .cfg`` would move ``gcloud`` out from
   under the name the next command hides.
 
-Credentials (SPEC 10.4): the locations of :func:`.trust.credential_paths` and ``DSH_HOME``,
+Credentials (SPEC 10.4): the locations of :func:`.credentials.credential_paths` and ``DSH_HOME``,
 where they exist (resolved now, and as they resolved when the session began: a symlink swapped
 since must not uncover the place it led to), are empty: a directory as an empty tmpfs, a file as
 an empty file; so are the shell start-up and ``.env`` files that hold the key
-(:func:`.trust.key_files`).
+(:func:`.credentials.key_files`).
 
 After a command (:func:`undo`): placeholders go, tripwires are undone, and a git directory the
 command made (``git init x`` with ``core.fsmonitor``, a submodule's in ``.git/modules``, a bare
@@ -48,18 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..chain import error_chain
-from .trust import (
-    GIT_PROTECTED_NAMES,
-    INSTALLATION,
-    Credentials,
-    Found,
-    Inventory,
-    Kept,
-    credential_paths,
-    inventory,
-    key_files,
-    under,
-)
+from .credentials import Credentials, credential_paths, key_files
+from .trust import GIT_PROTECTED_NAMES, INSTALLATION, Found, Inventory, Kept, inventory, under
 
 __all__ = ["Confinement", "confine", "on_path", "undo"]
 

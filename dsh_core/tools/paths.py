@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import ToolError
-from .trust import own_process_reason
+from .credentials import own_process_reason
 
 if TYPE_CHECKING:
     from .workspace import Workspace

@@ -63,7 +63,8 @@ from .workspace import Workspace, child_environment
 
 if TYPE_CHECKING:  # the policy loads with the first command, not at startup
     from .confinement import Confinement
-    from .trust import Credentials, Inventory, Kept, Scan
+    from .credentials import Credentials
+    from .trust import Inventory, Kept, Scan
 
 __all__ = [
     "INSTALL_HINT",

@@ -31,78 +31,39 @@ anything in or making a directory that git would take for a git directory (``HEA
     inventory(root, installation=installation, found=scan.found(), home=home).kept
     Protection(root, installation=installation, scan=scan).reason("/w/.venv/lib/x.pth")
     protected_reason(PurePath(".git/hooks/pre-commit"))   # ".git/hooks/"
-    Credentials.of(Path.home(), dsh_home).reason("/home/me/.ssh/id_rsa")   # "~/.ssh"
-    own_process_reason("/proc/self/environ")   # "/proc/self": refused to tools, always
-    key_files(home, root)   # ~/.bashrc, when it holds the key: hidden from commands
+
+What may not be read (credentials, the files that hold the key, dsh's own ``/proc``) is
+:mod:`.credentials`.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Literal, Protocol
 
 from ..context import AGENTS_FILE
-from ..fileio import read_regular
 
 __all__ = [
-    "CREDENTIAL_NAMES",
     "GIT_PROTECTED_NAMES",
     "INSTALLATION",
-    "PROCESS_ENVIRONMENT",
     "PROTECTED_DIR_NAMES",
-    "STARTUP_FILES",
-    "Credentials",
     "Found",
     "Inventory",
     "Kept",
     "Protection",
     "Scan",
-    "credential_paths",
     "inside",
     "installation_paths",
     "inventory",
-    "key_files",
     "looks_like_git_directory",
-    "own_process_reason",
     "protected_reason",
 ]
-
-CREDENTIAL_NAMES = (
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".kube",
-    ".docker",
-    ".config/gh",
-    ".netrc",
-    ".git-credentials",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".config/environment.d",
-    ".bash_history",
-    ".zsh_history",
-    ".histfile",
-    ".local/share/fish/fish_history",
-    ".python_history",
-    ".node_repl_history",
-    ".psql_history",
-    ".mysql_history",
-    ".sqlite_history",
-    ".lesshst",
-)
-"""Relative to the user's home directory: where credentials live (SPEC 10.4's list), then the
-files that hold them by accident: an ``export`` typed once stays in a shell's history, and
-``environment.d`` sets variables for the user's whole session."""
 
 GIT_PROTECTED_NAMES = ("config", "hooks", "commondir", "config.worktree")
 """Inside a git directory: what git runs code from at the user's next ``git`` command
@@ -117,34 +78,6 @@ GIT_DIRECTORY_NAMES = ("HEAD", "objects", "refs")
 """What makes a directory a git directory to git's discovery (``is_git_directory``)."""
 
 INSTALLATION = "dsh's own installation"
-
-STARTUP_FILES = (
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".kshrc",
-    ".mkshrc",
-    ".cshrc",
-    ".tcshrc",
-    ".config/fish/config.fish",
-)
-"""Shell start-up files in the home directory: where people ``export`` their API key."""
-
-KEY_FILE_BYTES = 1024 * 1024
-"""How much of a start-up or ``.env`` file is looked through for the key."""
-
-
-def credential_paths(home: Path, dsh_home: Path | None = None) -> tuple[Path, ...]:
-    """The credential locations under ``home``, then ``dsh_home``: absolute, not resolved."""
-    paths = [home / name for name in CREDENTIAL_NAMES]
-    if dsh_home is not None:
-        paths.append(dsh_home)
-    return tuple(paths)
 
 
 def protected_reason(relative: PurePath) -> str | None:
@@ -498,107 +431,3 @@ class Protection:
                 return f"the git directory {os.path.relpath(directory, root)}"
             directory = os.path.dirname(directory)
         return None
-
-
-def key_files(home: Path | None, root: Path | None) -> tuple[Path, ...]:
-    """The shell start-up files (in ``home``) and ``.env*`` files (in ``home`` and at the top
-    of ``root``) that hold a secret dsh masks (the API key), resolved; empty without one."""
-    from ..masking import SECRETS, mask
-
-    if not SECRETS:
-        return ()
-    candidates = [home / name for name in STARTUP_FILES] if home is not None else []
-    for directory in {home, root} - {None}:
-        assert directory is not None
-        try:
-            with os.scandir(directory) as entries:
-                candidates += [Path(e.path) for e in entries if e.name.startswith(".env")]
-        except OSError:
-            continue
-    found: list[Path] = []
-    for candidate in candidates:
-        if _holds_secret(candidate, mask):  # opened first: most do not exist
-            path = Path(os.path.realpath(candidate))
-            if path not in found:
-                found.append(path)
-    return tuple(found)
-
-
-def _holds_secret(path: Path, mask: Callable[[str], str]) -> bool:
-    data = read_regular(path, KEY_FILE_BYTES)
-    if data is None:
-        return False
-    text = data.decode("utf-8", "surrogateescape")
-    return mask(text) != text
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """One user's credential locations (SPEC 10.4), as absolute paths, each as it is shown.
-
-    A location is matched by the path as named and by where it resolves (``~/.ssh`` may be a
-    symlink to a key store): a path given here must be absolute and resolved. Other processes'
-    ``/proc/<pid>/environ`` count too: the shell that started dsh holds the key in its own.
-    """
-
-    locations: tuple[tuple[str, str], ...]
-    """(absolute path, as shown: ``~/.ssh``), the resolved form of each location included."""
-    by_parent: dict[str, dict[str, str]]
-    """The locations by the directory they are in, then by name: what a walk steps around."""
-
-    @classmethod
-    def of(cls, home: Path, dsh_home: Path | None = None) -> Credentials:
-        found: dict[str, str] = {}
-        for path in credential_paths(home, dsh_home):
-            shown = _home_relative(path, home)
-            for form in (os.path.abspath(path), os.path.realpath(path)):
-                found.setdefault(form, shown)
-        by_parent: dict[str, dict[str, str]] = {}
-        for location, shown in found.items():
-            parent, name = os.path.split(location)
-            by_parent.setdefault(parent, {})[name] = shown
-        return cls(tuple(found.items()), by_parent)
-
-    def reason(self, real: str) -> str | None:
-        """The location ``real`` is in or at (``~/.ssh``); None when it is in none."""
-        for location, shown in self.locations:
-            if real == location or real.startswith(location + "/"):
-                return shown
-        if _OTHER_ENVIRON.fullmatch(real):
-            return PROCESS_ENVIRONMENT
-        return None
-
-    def within(self, directory: str) -> dict[str, str]:
-        """The locations directly in ``directory`` (absolute, resolved), by name; empty for
-        most directories (one lookup: a walk asks this of every directory it lists)."""
-        names = self.by_parent.get(directory, {})
-        if directory.startswith("/proc/"):
-            return {**names, "environ": PROCESS_ENVIRONMENT}
-        return names
-
-
-PROCESS_ENVIRONMENT = "a process's environment"
-_OTHER_ENVIRON = re.compile(r"/proc/\d+(?:/task/\d+)?/environ")
-
-
-def _home_relative(path: Path, home: Path) -> str:
-    try:
-        return "~/" + path.relative_to(home).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def own_process_reason(path: str) -> str | None:
-    """Which of dsh's own ``/proc`` directories the absolute, normalised ``path`` is in:
-    ``/proc/self``, ``/proc/thread-self`` or ``/proc/<pid>`` (or a thread's id) of this
-    process; None for any other path. Its files hold the API key (``environ``) and open
-    descriptors: no tool may read them, whoever approves."""
-    parts = path.split("/")
-    if len(parts) < 3 or parts[0] != "" or parts[1] != "proc":
-        return None
-    name = parts[2]
-    if name in ("self", "thread-self"):
-        return f"/proc/{name}"
-    if name.isdigit() and (int(name) == os.getpid() or os.path.exists(f"/proc/self/task/{name}")):
-        return f"/proc/{name}"
-    return None

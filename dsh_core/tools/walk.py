@@ -38,9 +38,9 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from .base import ToolError
+from .credentials import Credentials, own_process_reason
 from .linear import LinearRegex, check_length, linear_regex, literal
 from .paths import counted, is_within, list_name, real_path
-from .trust import Credentials, own_process_reason
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec

@@ -3,7 +3,7 @@
 One :class:`Workspace` per conversation: the files read in it (``write`` and ``edit`` refuse a
 file that was not read, or that changed on disk since) belong to that session, and a fresh
 session (``/new``) starts with none: its :class:`ReadTracker` holds them. It also knows the
-user's credential locations (:class:`~.trust.Credentials`), which file tools do not open
+user's credential locations (:class:`~.credentials.Credentials`), which file tools do not open
 without a person's yes.
 """
 
@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from ..masking import maskable
 
 if TYPE_CHECKING:
-    from .trust import Credentials, Kept, Protection
+    from .credentials import Credentials
+    from .trust import Kept, Protection
 
 __all__ = ["SECRET_VARIABLES", "Fingerprint", "ReadTracker", "Workspace", "child_environment"]
 
@@ -136,7 +137,7 @@ class Workspace:
     @functools.cached_property
     def credentials(self) -> Credentials:
         """The credential locations, resolved once per session."""
-        from .trust import Credentials  # the policy loads with the first tool, not at startup
+        from .credentials import Credentials  # the policy loads with the first tool, not at startup
 
         return Credentials.of(self.home, self.dsh_home)
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from dsh_core.masking import hide
+from dsh_core.tools.credentials import key_files
 from dsh_core.tools.repositories import RepositoryScan
-from dsh_core.tools.trust import Protection, inventory, key_files
+from dsh_core.tools.trust import Protection, inventory
 from tests.support import CANARY_KEY
 
 
