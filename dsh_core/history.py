@@ -121,10 +121,16 @@ CHECKPOINT_END = (
 and without it the summary's last words would read as the start of that message."""
 
 
+_END_OPENING = "[End of the checkpoint"
+
+
 def checkpoint_message(summary: str) -> UserMessage:
     """The user-role message a compaction's summary is sent as: heading, summary, end line.
-    A summary that writes the end line itself loses it (it cannot close early)."""
-    summary = summary.replace(CHECKPOINT_END, "")
+    A summary that writes the end line itself has its bracket turned round (it cannot close
+    early)."""
+    # Removing the line would join the text around it into a new one; breaking its opening
+    # cannot: its "[" occurs once in it and the replacement adds none, so one pass suffices.
+    summary = summary.replace(_END_OPENING, "]" + _END_OPENING[1:])
     return UserMessage(f"{CHECKPOINT_HEADING}\n\n{summary}\n\n{CHECKPOINT_END}")
 
 
