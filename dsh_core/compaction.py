@@ -72,11 +72,12 @@ from .tools.base import Toolbox
 __all__ = [
     "KEPT_SHARE",
     "PRESSURE",
+    "REPL_WINDOW_ADVICE",
     "SUMMARY_REQUEST",
-    "WINDOW_ADVICE",
     "Compacted",
     "Compacting",
     "Plan",
+    "WindowAdvice",
     "WindowKeeper",
     "conversation_size",
     "needs_compaction",
@@ -90,12 +91,30 @@ KEPT_SHARE = 0.15
 """Share of the window the most recent exchanges keep, as they were, after a compaction."""
 SUMMARY_ROOM = 0.1
 """Share of the window left free for the summary itself when choosing what it summarises."""
-WINDOW_ADVICE = (
-    "compact it (/compact), start a fresh session (/new, or dsh without --continue), or "
-    "shorten the message"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowAdvice:
+    """What can be done about a conversation that no longer fits, in the words of whoever is
+    told: a person at the REPL or on a pipe, or the model that called a subagent."""
+
+    compact: str | None
+    """How to compact it; None where there is no way to. Offered only where automatic
+    compaction is off: where it is on, it was tried or counted, and it cannot help."""
+    otherwise: str
+    """The other ways out (a fresh start, a shorter message)."""
+
+    def text(self, *, can_compact: bool) -> str:
+        if can_compact and self.compact:
+            return f"{self.compact}, {self.otherwise}"
+        return self.otherwise
+
+
+REPL_WINDOW_ADVICE = WindowAdvice(
+    "compact it (/compact)",
+    "start a fresh session (/new, or dsh without --continue), or shorten the message",
 )
-"""What a person can do about a conversation that no longer fits, at the REPL; a front door
-where these commands do not exist sets its own (``Conversation.window_advice``)."""
+"""At the REPL; a :class:`~dsh_core.loop.Conversation`'s unless it is given another."""
 
 SUMMARY_REQUEST = """\
 [Compaction request] The conversation above is about to be replaced by your summary of it, to \
@@ -230,7 +249,7 @@ class Conversing(Protocol):
     context_window: int | None
     auto_compact: bool
     toolbox: Toolbox
-    window_advice: str
+    window_advice: WindowAdvice
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest: ...
 
@@ -304,9 +323,10 @@ class WindowKeeper:
         if needed <= window:
             return None
         why = f"; {why}" if why else ""
+        advice = self._talk.window_advice.text(can_compact=not self._talk.auto_compact)
         return (
             f"the conversation no longer fits the model's context window (about {needed:,} "
-            f"tokens, the window is {window:,}{why}): {self._talk.window_advice}"
+            f"tokens, the window is {window:,}{why}): {advice}"
         )
 
     async def before_step(

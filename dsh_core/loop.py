@@ -49,7 +49,7 @@ from .calls import StepCalls, cancelled_failure
 from .calls import ToolFinished as ToolFinished
 from .calls import ToolStarting as ToolStarting
 from .cancel import Cancellation, external_reason
-from .compaction import WINDOW_ADVICE, Compacted, Compacting, WindowKeeper
+from .compaction import REPL_WINDOW_ADVICE, Compacted, Compacting, WindowAdvice, WindowKeeper
 from .errors import (
     ABORTED,
     CONTEXT_WINDOW_EXCEEDED,
@@ -162,6 +162,7 @@ class Conversation:
         input_limit: int = DEFAULT_INPUT_LIMIT,
         context_window: int | None = None,
         auto_compact: bool = True,
+        window_advice: WindowAdvice = REPL_WINDOW_ADVICE,
         thinking: bool | None = None,
         reasoning_effort: str | None = None,
         hooks: Sequence[PreTurnHook] = (),
@@ -183,9 +184,9 @@ class Conversation:
         """Tokens a request may hold, whatever the model's facts say; None: the model's."""
         self.auto_compact = auto_compact
         """Off: a turn that does not fit is rejected (or fails), not compacted."""
-        self.window_advice = WINDOW_ADVICE
-        """What the person can do about a conversation that no longer fits (the REPL's
-        commands by default; a pipe names what a pipe can do)."""
+        self.window_advice = window_advice
+        """What whoever reads a turn's rejection can do about a conversation that no longer
+        fits, in their words (the REPL's commands by default)."""
         self.thinking = thinking
         """Ask for thinking mode (True) or against it (False); None: the model's default."""
         self.reasoning_effort = reasoning_effort

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .calls import ToolFinished, ToolStarting, running_call
+from .compaction import WindowAdvice
 from .errors import SUBAGENT_FAILED, FailureRecord, HarnessError
 from .events import AssistantStep, TurnEnd
 from .llm import ToolCall, ToolSpec
@@ -33,10 +34,15 @@ from .tools.specs import OUTPUT_LIMIT
 if TYPE_CHECKING:
     from .loop import Conversation, LoopEvent
 
-__all__ = ["CHILD_TOOLS", "SUBAGENT", "SubagentTool"]
+__all__ = ["CHILD_TOOLS", "SUBAGENT", "SUBAGENT_WINDOW_ADVICE", "SubagentTool"]
 
 CHILD_TOOLS = ("read", "glob", "grep", "skill")
 """What a subagent may use: tools that only read."""
+
+SUBAGENT_WINDOW_ADVICE = WindowAdvice(
+    None, "ask each subagent for less (split the task among several calls), or shorten the prompt"
+)
+"""A child's, for the model that called it: the child has no commands, and is fresh each call."""
 
 SUBAGENT = ToolSpec(
     "subagent",

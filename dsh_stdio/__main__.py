@@ -44,12 +44,13 @@ from typing import NoReturn, TextIO
 
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
+from dsh_core.compaction import REPL_WINDOW_ADVICE
 from dsh_core.errors import HarnessError, UsageError
 from dsh_core.llm import ToolCall
 from dsh_core.loop import DEFAULT_INPUT_LIMIT, Conversation
 
 from .config import Config, StartupError, parse_config, with_servers
-from .pipe import Overlong, read_piped_stdin, run_one_shot, run_pipe
+from .pipe import PIPE_WINDOW_ADVICE, Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
 from .status import EXIT_INTERNAL, EXIT_USAGE
 from .tty import Streams
@@ -93,7 +94,13 @@ async def _run(
     out, err = streams.out, streams.err
     try:
         runtime = await Runtime.open(
-            config, out=out, err=err, terminal=out.isatty(), stdin=streams.stdin, clock=clock
+            config,
+            out=out,
+            err=err,
+            terminal=out.isatty(),
+            stdin=streams.stdin,
+            clock=clock,
+            window_advice=REPL_WINDOW_ADVICE if terminal else PIPE_WINDOW_ADVICE,
         )
     except (HarnessError, OSError) as exc:
         return _startup_failed(exc, err)

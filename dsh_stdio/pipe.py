@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from dsh_core.approval import Answer, Asker, Question
+from dsh_core.compaction import WindowAdvice
 from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA
 
 from .runtime import Runtime
@@ -129,9 +130,10 @@ _CHUNK = 1 << 16
 STOPPING_CODES = frozenset({AUTH, QUOTA, MISSING_CREDENTIAL})
 """Failures the next line would meet again: a pipe stops sending after one (SPEC 12)."""
 
-WINDOW_ADVICE = (
+PIPE_WINDOW_ADVICE = WindowAdvice(
+    None,
     "start a fresh session (send the rest to a new dsh run, without --continue or --resume), "
-    "or shorten the message"
+    "or shorten the message",
 )
 """What a pipe or one-shot can do about a conversation that no longer fits: there is no
 ``/compact`` or ``/new`` here (automatic compaction was tried where it could help)."""
@@ -140,7 +142,6 @@ WINDOW_ADVICE = (
 async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    runtime.conversation.window_advice = WINDOW_ADVICE
     reader = LineReader(stdin, runtime.conversation.input_limit)
     terminal = out.isatty()
     status = EXIT_OK
@@ -205,7 +206,6 @@ async def run_one_shot(
     stdout is the answer, maybe a file or ``--json``); otherwise it is refused.
     """
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    runtime.conversation.window_advice = WINDOW_ADVICE
     if os.isatty(runtime.stdin):
         runtime.ask_on(_question_on_stderr(runtime, stopper))
     view = runtime.view(out, terminal=out.isatty())

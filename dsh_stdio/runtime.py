@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 from dsh_core.approval import ApprovalPolicy, Asker
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
+from dsh_core.compaction import REPL_WINDOW_ADVICE, WindowAdvice
 from dsh_core.context import system_prompt
 from dsh_core.deepseek import (
     CHAT_PATH,
@@ -30,7 +31,7 @@ from dsh_core.llm import ChatModel, ToolCall
 from dsh_core.loop import Conversation
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.skills import SkillCatalog, SkillTool, discover_skills, skills_section
-from dsh_core.subagent import CHILD_TOOLS, SubagentTool
+from dsh_core.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
 from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
 from dsh_core.tools.sandbox import (
     INSTALL_HINT,
@@ -74,6 +75,8 @@ class Runtime:
     err: TextIO
     stdin: int = STDIN
     """Input's descriptor: while a turn runs, a terminal there does not echo what is typed."""
+    window_advice: WindowAdvice = REPL_WINDOW_ADVICE
+    """What this front door can do about a conversation that no longer fits."""
     conversation: Conversation = field(init=False)
     asker: Asker | None = None
     """The terminal's approval question (the REPL, a one-shot run at a terminal); else None."""
@@ -105,12 +108,14 @@ class Runtime:
         stdin: int = STDIN,
         model: ChatModel | None = None,
         clock: Clock = LOOP_CLOCK,
+        window_advice: WindowAdvice = REPL_WINDOW_ADVICE,
     ) -> Runtime:
         """Create or resume the session the flags ask for; say what loading repaired; start
         the MCP servers the configuration file names.
 
         ``model``: talk to it instead of the DeepSeek adapter the flags describe (whose
-        timeouts and retry waits follow ``clock``).
+        timeouts and retry waits follow ``clock``). ``window_advice``: what the mode can do
+        about a conversation that no longer fits (a pipe has no ``/compact``).
         """
         if model is None:
             adapter = _adapter(config, terminal=terminal, clock=clock)
@@ -161,7 +166,7 @@ class Runtime:
             )
             for warning in await servers.start():
                 err.write(f"dsh: {neutralise(warning)}\n")  # a server's words
-        runtime = cls(config, store, model, log, err, stdin, servers=servers)
+        runtime = cls(config, store, model, log, err, stdin, window_advice, servers=servers)
         if config.json:
             view = runtime.view(out, terminal=out.isatty())  # it shows the log from here on
             if report is not None and report.appended:
@@ -233,6 +238,7 @@ class Runtime:
             max_steps=config.max_steps,
             context_window=config.context_window,
             auto_compact=config.auto_compact,
+            window_advice=self.window_advice,
             thinking=config.thinking,
             reasoning_effort=config.reasoning_effort,
             toolbox=toolbox,
@@ -280,6 +286,7 @@ class Runtime:
             max_steps=config.max_steps,
             context_window=parent_now.context_window,
             auto_compact=parent_now.auto_compact,
+            window_advice=SUBAGENT_WINDOW_ADVICE,  # read by the parent's model
             thinking=parent_now.thinking,
             reasoning_effort=parent_now.reasoning_effort,
             toolbox=toolbox,

@@ -537,3 +537,18 @@ def test_memory_lets_go_of_what_a_compaction_replaced_but_the_running_turn(
     from_disk = History()
     from_disk.update(on_disk)
     assert conversation.history == from_disk.messages()
+
+
+def test_where_compacting_cannot_help_the_advice_does_not_offer_it(
+    server: StubServer, log: SessionLog
+) -> None:
+    """The review's line read "...; compacting cannot help: ...): compact it (/compact), ...".
+    Automatic compaction counted what it would leave, so ``/compact`` cannot help either."""
+    conversation = talk(server, log, context_window=4_000)
+    turns(conversation, "lorem ipsum " * 1_000)  # 3,600 tokens: more than a summary may read
+    (end,) = turns(conversation, "two " * 200)
+    assert end.kind == "rejected" and end.reason is not None
+    assert "compacting cannot help" in end.reason, end.reason
+    assert end.reason.endswith(
+        "): start a fresh session (/new, or dsh without --continue), or shorten the message"
+    )

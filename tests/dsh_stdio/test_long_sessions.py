@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dsh_core.history import CHECKPOINT_HEADING
-from dsh_core.testing import Answer, Held, StubServer, validate_request
+from dsh_core.testing import Answer, Held, StubServer, ToolCalls, validate_request
 from tests.harness import run_in_process
 from tests.support import DSH, Run, assert_no_canary, child_env, scan_log, wait_until
 
@@ -246,6 +246,28 @@ class PipeSession:
         self.proc.wait(timeout=HANG)
         if self.proc.stdin is not None:
             self.proc.stdin.close()
+
+
+def test_a_subagent_that_does_not_fit_tells_the_model_what_a_model_can_do(
+    env: dict[str, str], work: Path, stub: StubServer
+) -> None:
+    """The review found a child kept the REPL's advice and told the parent's model to use
+    ``/compact``. The resumed parent keeps its small system prompt; its child's, made now,
+    holds an AGENTS.md larger than the window."""
+    assert run_dsh(env, work, stdin="hello\n").returncode == 0
+    (work / "AGENTS.md").write_text("Be thorough. " * 1_800)  # about 7,000 tokens
+    prompt = json.dumps({"description": "look", "prompt": "What does demo.txt say?"})
+    stub.enqueue(ToolCalls((("subagent", prompt),)), Answer("It did not fit."))
+    run = run_dsh(env, work, "-c", "--context-window", "6000", stdin="ask a subagent\n")
+    assert run.returncode == 0, run.stderr
+    result = stub.requests[-1]["messages"][-1]
+    assert result["role"] == "tool" and "was rejected: the conversation no longer fits" in (
+        result["content"]
+    )
+    assert result["content"].endswith(
+        "): ask each subagent for less (split the task among several calls), or shorten the "
+        "prompt"
+    )
 
 
 @pytest.mark.parametrize("phase", ["summary asked", "compacted, step asked again"])
