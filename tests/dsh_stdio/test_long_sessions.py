@@ -261,12 +261,10 @@ def test_a_subagent_that_does_not_fit_tells_the_model_what_a_model_can_do(
     run = run_dsh(env, work, "-c", "--context-window", "6000", stdin="ask a subagent\n")
     assert run.returncode == 0, run.stderr
     result = stub.requests[-1]["messages"][-1]
-    assert result["role"] == "tool" and "was rejected: the conversation no longer fits" in (
-        result["content"]
-    )
+    assert result["role"] == "tool"
+    assert "was rejected: the conversation no longer fits" in result["content"]
     assert result["content"].endswith(
-        "): ask each subagent for less (split the task among several calls), or shorten the "
-        "prompt"
+        "): ask each subagent for less (split the task among several calls), or shorten the prompt"
     )
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import io
 import signal
+import termios
+import threading
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from tests.support import DSH, assert_no_canary, wait_raw_mode
+from dsh_core.testing import Answer, Held, StubServer
+from tests.support import DSH, assert_no_canary, wait_raw_mode, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -149,17 +152,33 @@ def test_history_path_that_is_a_directory_is_a_startup_failure(
     )
 
 
-def test_ctrl_d_typed_during_a_turn_leaves_at_the_next_prompt(dsh_env: dict[str, str]) -> None:
+def test_ctrl_d_typed_during_a_turn_leaves_at_the_next_prompt(
+    dsh_env: dict[str, str], stub: StubServer
+) -> None:
     """The audit's demo run sent Ctrl-D while a turn still ran (the banner's ``->`` passed for
     the prompt): the terminal was in cooked mode, its line discipline took ^D as end-of-file
-    for a read nobody made, and the key was gone. It now waits, as typed text does."""
+    for a read nobody made, and the key was gone. It now waits, as typed text does.
+
+    The answer is held until ^D is in: it is certainly typed while the turn runs."""
+    gate = threading.Event()
+    stub.enqueue(Held(gate, Answer("Here you are.")))
     child, transcript = spawn(dsh_env)
-    child.expect_exact(PROMPT)
-    child.sendline("are you busy")  # keep-alives for a few seconds, then the answer
-    child.expect_exact("… server busy, waiting")  # the turn runs: cooked mode, no echo
-    child.send("\x04")
-    child.expect_exact("You said: are you busy")
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("are you busy")
+        wait_until(lambda: _quiet(child.child_fd), "the turn's terminal: cooked mode, no echo")
+        child.send("\x04")
+    finally:
+        gate.set()
+    child.expect_exact("Here you are.")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
     assert "^D" not in transcript.getvalue()
+
+
+def _quiet(fd: int) -> bool:
+    """The terminal of the pty master ``fd`` is as a running turn leaves it (``quiet_terminal``):
+    lines are still cooked, but nothing typed is echoed."""
+    flags = termios.tcgetattr(fd)[3]
+    return bool(flags & termios.ICANON) and not flags & termios.ECHO
