@@ -47,18 +47,27 @@ CREDENTIAL_NAMES = (
     ".config/environment.d",
     ".bash_history",
     ".zsh_history",
+    ".config/zsh/.zsh_history",
     ".histfile",
+    ".sh_history",
+    ".history",
     ".local/share/fish/fish_history",
     ".python_history",
+    ".ipython",
     ".node_repl_history",
+    ".irb_history",
     ".psql_history",
     ".mysql_history",
     ".sqlite_history",
     ".lesshst",
+    ".viminfo",
+    ".local/share/nvim/shada",
 )
 """Relative to the user's home directory: where credentials live (SPEC 10.4's list), then the
-files that hold them by accident: an ``export`` typed once stays in a shell's history, and
-``environment.d`` sets variables for the user's whole session."""
+files that hold them by accident: an ``export`` typed once stays in a shell's history (zsh's
+under ``$ZDOTDIR`` too, ksh's ``.sh_history``, csh's ``.history``), a REPL's or an editor's
+(``:let $KEY=`` in vim's and neovim's), and ``environment.d`` sets variables for the user's
+whole session."""
 
 STARTUP_FILES = (
     ".bashrc",
@@ -69,13 +78,19 @@ STARTUP_FILES = (
     ".zshenv",
     ".zprofile",
     ".zlogin",
+    ".config/zsh/.zshrc",
+    ".config/zsh/.zshenv",
+    ".config/zsh/.zprofile",
+    ".config/zsh/.zlogin",
     ".kshrc",
     ".mkshrc",
     ".cshrc",
     ".tcshrc",
     ".config/fish/config.fish",
+    ".config/fish/fish_variables",
 )
-"""Shell start-up files in the home directory: where people ``export`` their API key."""
+"""Shell start-up files in the home directory (zsh's under ``$ZDOTDIR`` too): where people
+``export`` their API key; and ``fish_variables``, where fish keeps a ``set -Ux``."""
 
 KEY_FILE_BYTES = 1024 * 1024
 """How much of a start-up or ``.env`` file is looked through for the key."""

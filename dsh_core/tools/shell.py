@@ -86,6 +86,8 @@ _NO_ALWAYS_NAMES = """
     micromamba pixi rye tox nox cargo go gem bundle bundler composer dotnet
 
     find tar rsync ssh scp sftp man less more zip
+
+    gcc g++ cc c++ cpp clang clang++ ld openssl pandoc ctags
 """
 _NO_ALWAYS = frozenset(_NO_ALWAYS_NAMES.split())
 """By group: shells and what runs its arguments as a command (a terminal multiplexer's new
@@ -94,13 +96,25 @@ window, ``expect``'s script, ``direnv exec``); interpreters, whose arguments are
 runners, which run what a file the model can write says; package managers and runners, which
 fetch programs or run a project's scripts; programs with an option that runs a command (``find
 -exec``, ``tar --to-command``, ``rsync -e``, ``ssh -o ProxyCommand``, ``man -P``, ``less``
-``!``). A version after the name (``python3.11``, ``pip3``) is the same program."""
+``!``); compilers, linkers and converters, whose many options load a program or a plugin
+(``gcc -wrapper``, ``-B``, ``-fplugin=``, ``ld -plugin``, ``openssl engine -pre SO_PATH:``,
+``pandoc --filter``), and ``ctags``, which also reads its options from ``./.ctags`` (its
+``--xcmd-<LANG>=`` runs a program). A version after the name (``python3.11``, ``pip3``,
+``gcc-12``) is the same program."""
 
 _RUNNING_OPTIONS: dict[str, tuple[str, ...]] = {
     "sort": ("--compress-program",),
     "rg": ("--pre", "--pre-glob"),
     "fd": ("-x", "-X", "--exec", "--exec-batch"),
     "fdfind": ("-x", "-X", "--exec", "--exec-batch"),
+    "split": ("--filter",),
+    "install": ("--strip-program",),
+    "diff3": ("--diff-program",),
+    "sdiff": ("--diff-program",),
+    "wget": ("--use-askpass", "-e", "--execute", "--config"),
+    "cpio": ("--rsh-command",),
+    "ssh-keygen": ("-D", "-w"),
+    "ssh-add": ("-s", "-S"),
     "git": (
         "--upload-pack",
         "--receive-pack",
@@ -111,14 +125,21 @@ _RUNNING_OPTIONS: dict[str, tuple[str, ...]] = {
         "-O",
         "--template",
         "--config",
+        "--output",
+        "--output-directory",
     ),
     "git clone": ("-u", "-c"),
+    "git format-patch": ("-o",),
+    "git archive": ("-o",),
 }
 """Options that name a program to run, or configuration that does, by program (and by git
 subcommand): ``sort --compress-program=``, ``rg --pre``, ``fd -x``, ``git fetch
 --upload-pack=``, ``git grep -O<pager>``, ``git clone --template=`` (its hooks run at the
-checkout), ``git clone -c core.hooksPath=``. A long option counts by any prefix (getopt and
-git take an unambiguous one: ``--compress-prog``), a short one anywhere in a cluster (``-Hx``)."""
+checkout), ``git clone -c core.hooksPath=``, ``split --filter=``, ``ssh-keygen -D`` (a library
+it loads), ``wget -e use_askpass=``; and git's options that write a file anywhere, its own
+configuration too (``git log --output=.git/config``, ``git format-patch -o .git/hooks``). A
+long option counts by any prefix (getopt and git take an unambiguous one: ``--compress-prog``),
+a short one anywhere in a cluster (``-Hx``)."""
 
 _GIT_GLOBAL_OPTION = re.compile(r"-")
 """Any option before git's subcommand: ``-c``, ``--config-env``, ``-C``, ``--git-dir``,
@@ -141,8 +162,8 @@ def command_word(command: str) -> str | None:
     no first word to trust, and neither has one that is not plain ASCII (where a word may not
     be what it looks like), one that only runs another (``env``, ``sudo``), one whose
     arguments are code (``python -c``, ``sed``, ``make``, ``npx``; see :data:`_NO_ALWAYS`),
-    one with an option that runs a program (:data:`_RUNNING_OPTIONS`), nor a ``git`` with a
-    global option or a subcommand that runs what it is told.
+    one with an option that runs a program or writes git's files (:data:`_RUNNING_OPTIONS`),
+    nor a ``git`` with a global option or a subcommand that runs what it is told.
     """
     command = command.strip(" \t\n")  # a trailing newline changes nothing that runs
     if _NOT_SIMPLE.search(command) or not _PLAIN_TEXT.fullmatch(command):
@@ -152,7 +173,7 @@ def command_word(command: str) -> str | None:
     if not _PLAIN_WORD.fullmatch(first):
         return None
     program = first.rsplit("/", 1)[-1]
-    if program in _NO_ALWAYS or program.rstrip("0123456789.") in _NO_ALWAYS:
+    if program in _NO_ALWAYS or program.rstrip("0123456789.-") in _NO_ALWAYS:
         return None
     arguments = words[1:]
     if program == "git":

@@ -265,7 +265,8 @@ def test_credentials_are_guarded_wherever_they_lead(tmp_path: Path) -> None:
         **{name: f"~/{name}" for name in (".bash_history", ".zsh_history", ".histfile")},
         **{name: f"~/{name}" for name in (".python_history", ".node_repl_history")},
         **{name: f"~/{name}" for name in (".psql_history", ".mysql_history", ".sqlite_history")},
-        ".lesshst": "~/.lesshst",
+        **{name: f"~/{name}" for name in (".sh_history", ".history", ".irb_history")},
+        **{name: f"~/{name}" for name in (".ipython", ".lesshst", ".viminfo")},
     }
 
 

@@ -107,6 +107,7 @@ def test_files_that_hold_the_key(tmp_path: Path) -> None:
     (home / ".bashrc").write_text(f"export DEEPSEEK_API_KEY={CANARY_KEY}\n")
     (home / ".profile").write_text("export PATH=$PATH:~/bin\n")
     (home / ".config" / "fish" / "config.fish").write_text(f"set -x K {CANARY_KEY}\n")
+    (home / ".config" / "fish" / "fish_variables").write_text(f"SETUVAR --export K:{CANARY_KEY}\n")
     (root / ".env.local").write_text(f"DEEPSEEK_API_KEY={CANARY_KEY}\n")
     (root / ".envrc").write_text("layout python\n")
     (root / "notes.md").write_text(f"{CANARY_KEY}\n")  # not a file people keep keys in
@@ -115,5 +116,6 @@ def test_files_that_hold_the_key(tmp_path: Path) -> None:
     assert sorted(key_files(home, root)) == [
         home / ".bashrc",
         home / ".config" / "fish" / "config.fish",
+        home / ".config" / "fish" / "fish_variables",
         root / ".env.local",
     ]

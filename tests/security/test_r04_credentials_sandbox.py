@@ -8,12 +8,15 @@ holds none of them. On dsh 0.2.0 each result held the secret.
 from __future__ import annotations
 
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from tests.dsh_stdio.test_agent_pipe import data_of, read_events, run_dsh
 from tests.security._support_sandbox import (  # noqa: F401 (the fixture is found by name)
+    CANARY_KEY,
     NEXT,
     Scene,
     bash_calls,
@@ -91,3 +94,27 @@ def test_sandboxed_tr_of_shell_history_and_environment_d_reads_no_key(scene: Sce
     )
     assert SECRET.upper() not in content and SECRET not in content, content
     assert content.endswith("done\n"), content
+
+
+def test_sandboxed_grep_of_fish_variables_and_other_histories_reads_no_key(scene: Scene) -> None:
+    # Third review (t6b): `strings <f> | grep -o 'sk-...' | sed 's/./&./g'` returned the key
+    # from fish's universal variables (`set -Ux`), a $ZDOTDIR history, ksh's history and
+    # IPython's; vim's and irb's histories were readable too.
+    files = {
+        ".config/fish/fish_variables": f"SETUVAR --export DEEPSEEK_API_KEY:{CANARY_KEY}\n",
+        ".config/zsh/.zsh_history": f": 1:0;export DEEPSEEK_API_KEY={CANARY_KEY}\n",
+        ".sh_history": f"export DEEPSEEK_API_KEY={CANARY_KEY}\n",
+        ".viminfo": f":let $DEEPSEEK_API_KEY='{CANARY_KEY}'\n",
+        ".irb_history": f"ENV['DEEPSEEK_API_KEY']='{CANARY_KEY}'\n",
+    }
+    for name, text in files.items():
+        (scene.home / name).parent.mkdir(parents=True, exist_ok=True)
+        (scene.home / name).write_text(text)
+    ipython = scene.home / ".ipython" / "profile_default" / "history.sqlite"
+    ipython.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(ipython)) as db, db:
+        db.execute("create table history (source text)")
+        db.execute("insert into history values (?)", (f"os.environ['K'] = '{CANARY_KEY}'",))
+    names = " ".join(f"~/{name}" for name in [*files, ".ipython/profile_default/history.sqlite"])
+    content = scene.content(f"grep -salF {CANARY_KEY[:13]} {names}; echo done")
+    assert content == "done\n", content  # on the reviewed code: all six names

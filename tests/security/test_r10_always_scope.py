@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,38 @@ CODE_RUNNING = [
     "sqlite3 x.db '.shell touch pwned'",
     "direnv exec . touch pwned",
     "coverage run pwn.py",
+    # The third review (t5, t16): options that run a program, or write git's configuration.
+    "split --filter='sh evil.sh' notes.txt",
+    "split --filt='sh evil.sh' notes.txt",
+    "git log -1 --output=.git/config --format=x",
+    "git diff --output=.git/config",
+    "git show --output=.git/hooks/pre-commit",
+    "git format-patch -o .git/hooks HEAD~1",
+    "git format-patch --output-directory=.git/hooks HEAD~1",
+    "git archive -o .git/config HEAD",
+    "install --strip-program=./evil.sh -s a b",
+    "diff3 --diff-program=./evil.sh a b c",
+    "sdiff --diff-program=./evil.sh a b",
+    "wget --use-askpass=./evil.sh https://example.com/",
+    "wget -e use_askpass=./evil.sh https://example.com/",
+    "wget --config=./evil.wgetrc https://example.com/",
+    "cpio --rsh-command=./evil.sh -o -F x:y",
+    "ctags --xcmd-c=./evil.sh x.c",
+    "ssh-keygen -D ./evil.so",
+    "ssh-keygen -w ./evil.so -t ed25519-sk",
+    "ssh-add -s ./evil.so",
+    "ssh-add -S ./evil.so",
+    "gcc -wrapper ./evil.sh x.c",
+    "gcc -B ./tools x.c",
+    "gcc -fplugin=./evil.so x.c",
+    "gcc-12 -wrapper ./evil.sh x.c",
+    "cc -B ./tools x.c",
+    "clang -fplugin=./evil.so x.c",
+    "clang-15 -fplugin=./evil.so x.c",
+    "g++ -wrapper ./evil.sh x.cc",
+    "ld -plugin ./evil.so x.o",
+    "openssl engine -pre SO_PATH:./evil.so dynamic",
+    "pandoc --filter ./evil.sh x.md",
 ]
 
 
@@ -174,6 +207,11 @@ def test_always_is_not_offered_for_a_program_whose_arguments_run_code(
         "sort -S 1K big",
         "rg -n --pretty x",
         "fd -H x",
+        "split -l 1 notes.txt part-",
+        "git grep -o x",
+        "install -m 644 a b",
+        "diff3 a b c",
+        "wget -q https://example.com/",
     ],
 )
 def test_always_is_still_offered_for_a_plain_command(tmp_path: Path, command: str) -> None:
@@ -205,4 +243,42 @@ def test_always_for_sort_does_not_cover_sort_with_a_compress_program(tmp_path: P
     assert person.asked == ["$ sort big", f"$ {attack}"]
     # What it would have done: sort runs ./evil.sh (the control, run here on purpose).
     bash_run(tool, f"{attack} > /dev/null")
+    assert (tmp_path / "pwned").exists()
+
+
+def _always_then(tmp_path: Path, first: str, attack: str) -> tuple[BashTool, Person]:
+    """[a] for ``first``, then the ``attack`` is asked for (and refused): the tool and who
+    was asked what."""
+    person = Person()
+    policy = ApprovalPolicy(asker=person)
+    tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))
+    assert _decide(policy, tool, first) == "allowed-always"
+    assert _decide(policy, tool, attack) == "rejected"
+    assert person.asked == [f"$ {first}", f"$ {attack}"]
+    return tool, person
+
+
+def test_always_for_split_does_not_cover_split_with_a_filter(tmp_path: Path) -> None:
+    # The third review (t5): [a] for "split -l 1 notes.txt part-", then split ran evil.sh.
+    (tmp_path / "notes.txt").write_text("a\nb\n")
+    (tmp_path / "evil.sh").write_text(f"touch {tmp_path / 'pwned'}; cat > /dev/null\n")
+    attack = "split --filter='sh evil.sh' notes.txt"
+    tool, _ = _always_then(tmp_path, "split -l 1 notes.txt part-", attack)
+    # What it would have done: split runs evil.sh (the control, run here on purpose).
+    bash_run(tool, attack)
+    assert (tmp_path / "pwned").exists()
+
+
+def test_always_for_git_status_does_not_cover_git_log_writing_git_config(tmp_path: Path) -> None:
+    # The third review (t16): [a] for "git status", then `git log --output=.git/config`
+    # wrote a core.fsmonitor there, which the next `git status` ran.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "i"], check=True)
+    fsmonitor = f"touch%x20{tmp_path / 'pwned'}"
+    attack = f"git log -1 --output=.git/config --format=%x5bcore%x5d%n%x09fsmonitor={fsmonitor}"
+    tool, _ = _always_then(tmp_path, "git status", attack)
+    # What it would have done (the control, run here on purpose): the next git runs it.
+    bash_run(tool, attack)
+    bash_run(tool, "git status")
     assert (tmp_path / "pwned").exists()
