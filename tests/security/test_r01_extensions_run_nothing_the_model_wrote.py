@@ -149,6 +149,27 @@ def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: S
     assert not scene.marker.exists()
 
 
+def test_allow_write_does_not_let_the_model_edit_a_script_a_server_runs_from_the_root(
+    scene: Scene,
+) -> None:
+    # Second review (D3): without a cwd a server runs in `/` when dsh starts in a directory
+    # holding the home directory, but its relative file arguments were protected as ~/<arg>.
+    script = scene.work / "server.py"
+    script.write_text("import os, sys\nsys.exit(3)\n")
+    server_config(scene, sys.executable, os.path.relpath(script, "/"))
+    new = f"import os, sys; {payload(scene.marker)}"
+    _, edit = run_calls(
+        scene,
+        "write",
+        ("read", {"file_path": "server.py"}),
+        ("edit", {"file_path": "server.py", "old_string": "import os, sys", "new_string": new}),
+    )
+    assert 'Error: tool "edit" touches server.py (protected: MCP server "mine")' in edit, edit
+    assert script.read_text() == "import os, sys\nsys.exit(3)\n"
+    run_in_process(scene.env, stdin="hello\n", cwd=scene.base)  # holds the home: the server in /
+    assert not scene.marker.exists()
+
+
 @needs_bwrap
 def test_a_sandboxed_command_cannot_rewrite_the_servers_command_file(scene: Scene) -> None:
     # Review (t24): `sed -i '2i touch /tmp/m' mcp/server.sh` changed it; the next start, even
