@@ -131,4 +131,4 @@ def server_files(
 def _forms(path: str, reason: str, missing: Missing | None = None) -> list[Kept]:
     """``path`` as named (normalised) and as it resolves, each once."""
     forms = dict.fromkeys((os.path.abspath(path), os.path.realpath(path)))
-    return [Kept(Path(form), reason, missing) for form in forms]
+    return [Kept(Path(form), reason, missing, "dsh") for form in forms]
