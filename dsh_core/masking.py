@@ -32,6 +32,7 @@ stream is not found (the model is never sent the key, so only a server could str
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 import threading
 from collections.abc import Mapping
@@ -47,6 +48,7 @@ __all__ = [
     "hide",
     "mask",
     "maskable",
+    "secrets_of",
 ]
 
 KEY_NAME = "DEEPSEEK_API_KEY"
@@ -131,6 +133,11 @@ class Secrets:
             return text
         return now.found.sub(lambda match: now.shown[match.group().lower()], text)
 
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` holds a secret's value or an encoding of it, in any case: the one
+        test of it (what :meth:`mask` would replace)."""
+        return self.mask(text) != text
+
     def held(self, text: str) -> int:
         """How many characters at the end of ``text`` could be the start of a secret (in any
         case)."""
@@ -184,6 +191,17 @@ def hide(value: str, name: str = KEY_NAME) -> None:
 def mask(text: str) -> str:
     """``text`` with the API key (and any other hidden value) replaced by ``[NAME]``."""
     return SECRETS.mask(text) if SECRETS else text
+
+
+@functools.lru_cache(maxsize=4)
+def secrets_of(*values: str) -> Secrets:
+    """Secrets that mask ``values`` (those long enough to), built once per set of values: to
+    ask :meth:`Secrets.holds` about values :data:`SECRETS` may not hold (an environment given
+    to a child). Shared: hide nothing more in it."""
+    secrets = Secrets()
+    for value in values:
+        secrets.hide(value)
+    return secrets
 
 
 class StreamMasker:

@@ -107,6 +107,22 @@ def test_a_short_key_keeps_every_other_variable_for_commands() -> None:
     assert child_environment(environ) == {"PATH": "/bin"}
 
 
+def test_a_variable_holding_the_key_in_a_form_masking_finds_is_not_passed_to_commands() -> None:
+    # Second review (D7): the environment had its own test (the value in any Unicode case)
+    # while masking finds the encodings too: `export TOKEN=$(printf %s "$KEY" | base64)`.
+    import base64
+
+    environ = {
+        "DEEPSEEK_API_KEY": KEY,
+        "B64": base64.b64encode(KEY.encode()).decode(),
+        "HEX": f"0x{KEY.encode().hex().upper()}",
+        "REVERSED": KEY[::-1],
+        "PATH": "/bin",
+    }
+    assert child_environment(environ) == {"PATH": "/bin"}
+    assert not secrets().holds(KEY) and secrets(KEY).holds(f"x{environ['B64']}")
+
+
 # -- the loop masks what enters it ----------------------------------------------------------------
 
 
