@@ -131,11 +131,8 @@ def run_calls(scene: Scene, allow: str, *items: tuple[str, dict[str, str]]) -> l
     return [str(r["content"]) for r in data_of(assert_log_whole(scene.dsh_home), "tool/result")]
 
 
-def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: Scene) -> None:
-    # Review (t25): read server.py, edit it: no question; the next start ran it unsandboxed.
-    script = scene.work / "server.py"
-    script.write_text("import os, sys\nsys.exit(3)\n")
-    server_config(scene, sys.executable, str(script))
+def model_edits_the_script(scene: Scene, script: Path) -> None:
+    """With ``--allow write`` the model reads ``server.py`` and edits a payload in: refused."""
     new = f"import os, sys; {payload(scene.marker)}"
     _, edit = run_calls(
         scene,
@@ -145,6 +142,14 @@ def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: S
     )
     assert 'Error: tool "edit" touches server.py (protected: MCP server "mine")' in edit, edit
     assert script.read_text() == "import os, sys\nsys.exit(3)\n"
+
+
+def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: Scene) -> None:
+    # Review (t25): read server.py, edit it: no question; the next start ran it unsandboxed.
+    script = scene.work / "server.py"
+    script.write_text("import os, sys\nsys.exit(3)\n")
+    server_config(scene, sys.executable, str(script))
+    model_edits_the_script(scene, script)
     run_in_process(scene.env, stdin="hello\n", cwd=scene.work)  # the next start
     assert not scene.marker.exists()
 
@@ -157,15 +162,7 @@ def test_allow_write_does_not_let_the_model_edit_a_script_a_server_runs_from_the
     script = scene.work / "server.py"
     script.write_text("import os, sys\nsys.exit(3)\n")
     server_config(scene, sys.executable, os.path.relpath(script, "/"))
-    new = f"import os, sys; {payload(scene.marker)}"
-    _, edit = run_calls(
-        scene,
-        "write",
-        ("read", {"file_path": "server.py"}),
-        ("edit", {"file_path": "server.py", "old_string": "import os, sys", "new_string": new}),
-    )
-    assert 'Error: tool "edit" touches server.py (protected: MCP server "mine")' in edit, edit
-    assert script.read_text() == "import os, sys\nsys.exit(3)\n"
+    model_edits_the_script(scene, script)
     run_in_process(scene.env, stdin="hello\n", cwd=scene.base)  # holds the home: the server in /
     assert not scene.marker.exists()
 
