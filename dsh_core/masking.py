@@ -32,8 +32,11 @@ stream is not found (the model is never sent the key, so only a server could str
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 __all__ = [
     "KEY_NAME",
@@ -45,6 +48,7 @@ __all__ = [
     "hide",
     "mask",
     "maskable",
+    "secrets_of",
 ]
 
 KEY_NAME = "DEEPSEEK_API_KEY"
@@ -59,27 +63,34 @@ def maskable(value: str) -> bool:
     return len(value.strip()) >= MIN_SECRET_CHARS
 
 
+@dataclass(frozen=True, slots=True)
+class _Masks:
+    """What :class:`Secrets` masks at one moment: built whole, swapped in one assignment, so a
+    thread masking while another hides a secret sees the old masks or the new ones."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+    """``(value or an encoding of it, [NAME ...])``, longest first, so a secret inside another
+    loses."""
+    values: tuple[tuple[str, str, re.Pattern[str]], ...] = ()
+    """``(value, [NAME], a non-empty start of it, in any case, that ends the text)``: what a
+    stream holds back the start of."""
+    shortest: int = 0
+    """The length of the shortest string masked: a shorter text holds none."""
+    shown: Mapping[str, str] = field(default_factory=dict)
+    """``pairs`` by the lower-cased string: what a match in any case is shown as."""
+    found: re.Pattern[str] | None = None
+    """Any of ``pairs``' strings, in any case, longest first."""
+
+
 class Secrets:
     """The values to mask, each with the name it is shown as; safe to share between threads."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pairs: tuple[tuple[str, str], ...] = ()
-        """``(value or an encoding of it, [NAME ...])``, longest first, so a secret inside
-        another loses."""
-        self._values: tuple[tuple[str, str], ...] = ()
-        """``(value, [NAME])``: what a stream holds back the start of."""
-        self._shortest = 0
-        """The length of the shortest string masked: a shorter text holds none."""
-        self._shown: dict[str, str] = {}
-        """``_pairs`` by the lower-cased string: what a match in any case is shown as."""
-        self._found: re.Pattern[str] | None = None
-        """Any of ``_pairs``' strings, in any case, longest first."""
-        self._starts: tuple[re.Pattern[str], ...] = ()
-        """Per value: a non-empty start of it, in any case, that ends the text."""
+        self._lock = threading.Lock()  # between two hide(): each builds on the other's masks
+        self._masks = _Masks()
 
     def __bool__(self) -> bool:
-        return bool(self._pairs)
+        return bool(self._masks.pairs)
 
     def hide(self, value: str, name: str = KEY_NAME) -> None:
         """Mask ``value`` and its encodings from now on (no-op for a value too short to be a
@@ -88,47 +99,59 @@ class Secrets:
         if not maskable(value):
             return
         with self._lock:
-            values = {**dict(self._values), value: f"[{name}]"}
-            pairs = dict(self._pairs)
+            now = self._masks
+            values = {**{held: shown for held, shown, _ in now.values}, value: f"[{name}]"}
+            pairs = dict(now.pairs)
             for form, how in encodings(value):
                 pairs.setdefault(form, f"[{name} as {how}]")
             pairs.update(values)
-            self._values = tuple(sorted(values.items(), key=lambda pair: -len(pair[0])))
-            self._pairs = tuple(sorted(pairs.items(), key=lambda pair: -len(pair[0])))
-            self._shortest = len(self._pairs[-1][0])
-            self._shown = {form.lower(): shown for form, shown in reversed(self._pairs)}
-            alternatives = "|".join(re.escape(form) for form, _ in self._pairs)
-            self._found = re.compile(alternatives, re.IGNORECASE | re.ASCII)
-            self._starts = tuple(_start_of(value) for value, _ in self._values)
+            ordered = _longest_first(pairs)
+            alternatives = "|".join(re.escape(form) for form, _ in ordered)
+            self._masks = _Masks(  # one assignment: see _Masks
+                pairs=ordered,
+                values=tuple(
+                    (held, shown, _start_of(held)) for held, shown in _longest_first(values)
+                ),
+                shortest=len(ordered[-1][0]),
+                shown={form.lower(): shown for form, shown in reversed(ordered)},
+                found=re.compile(alternatives, re.IGNORECASE | re.ASCII),
+            )
 
     def clear(self) -> None:
         """Forget every secret (for tests: one test's key must not mask the next one's text)."""
         with self._lock:
-            self._pairs = self._values = ()
-            self._shortest = 0
-            self._shown, self._found, self._starts = {}, None, ()
+            self._masks = _Masks()
 
     def mask(self, text: str) -> str:
         """``text`` with every secret's value (or an encoding of it), in any case, replaced by
         its name in brackets."""
-        found = self._found
-        if found is None or len(text) < self._shortest:  # a streamed piece, mostly
+        now = self._masks
+        if now.found is None or len(text) < now.shortest:  # a streamed piece, mostly
             return text
         lowered = text.lower()  # a quick no first: the pattern is a hundred times slower
-        if not any(form in lowered for form in self._shown):
+        if not any(form in lowered for form in now.shown):
             return text
-        return found.sub(lambda match: self._shown[match.group().lower()], text)
+        return now.found.sub(lambda match: now.shown[match.group().lower()], text)
+
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` holds a secret's value or an encoding of it, in any case: the one
+        test of it (what :meth:`mask` would replace)."""
+        return self.mask(text) != text
 
     def held(self, text: str) -> int:
         """How many characters at the end of ``text`` could be the start of a secret (in any
         case)."""
         longest = 0
-        for (value, _), start in zip(self._values, self._starts, strict=True):
+        for value, _, start in self._masks.values:
             # The leftmost match is the longest end; the whole value was masked already.
             found = start.search(text, max(0, len(text) - len(value) + 1))
             if found:
                 longest = max(longest, len(text) - found.start())
         return longest
+
+
+def _longest_first(pairs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pairs.items(), key=lambda pair: -len(pair[0])))
 
 
 def _start_of(value: str) -> re.Pattern[str]:
@@ -168,6 +191,17 @@ def hide(value: str, name: str = KEY_NAME) -> None:
 def mask(text: str) -> str:
     """``text`` with the API key (and any other hidden value) replaced by ``[NAME]``."""
     return SECRETS.mask(text) if SECRETS else text
+
+
+@functools.lru_cache(maxsize=4)
+def secrets_of(*values: str) -> Secrets:
+    """Secrets that mask ``values`` (those long enough to), built once per set of values: to
+    ask :meth:`Secrets.holds` about values :data:`SECRETS` may not hold (an environment given
+    to a child). Shared: hide nothing more in it."""
+    secrets = Secrets()
+    for value in values:
+        secrets.hide(value)
+    return secrets
 
 
 class StreamMasker:

@@ -16,7 +16,6 @@ log events and deltas keep their order.
 
 from __future__ import annotations
 
-import json
 from typing import Any, TextIO
 
 from dsh_core.events import AssistantStep, TurnEnd, TurnStart
@@ -57,11 +56,7 @@ class JsonView(TurnView):
         self._line(event.to_json())
 
     def _line(self, value: dict[str, Any]) -> None:
-        if self._ascii:  # DEL is the one control character JSON leaves raw
-            line = json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f") + "\n"
-        else:
-            line = encode_line(value).decode("utf-8")
-        self._write(line)
+        self._write(encode_line(value, ascii=self._ascii).decode("utf-8"))
 
     def _delta(self, kind: str, text: str) -> None:
         if text:

@@ -93,14 +93,18 @@ def server_files(
     """What each stdio server runs from, resolved, for the inventory to keep where it lies
     inside a working directory (it keeps only those): its program (a bare name: that name in
     every ``PATH`` directory, existing or not), the virtual environment the program is in, its
-    arguments that are files, its ``cwd`` and its ``PYTHONPATH`` directories."""
+    arguments that are files (from each directory a start may run it in), its ``cwd`` and its
+    ``PYTHONPATH`` directories; for every start, from any working directory, not only this
+    run's (a server refused now would start from elsewhere)."""
     kept: list[Kept] = []
     for spec in specs:
         if spec.command is None:
             continue
         reason = f'MCP server "{spec.name}"'
         env = {**environment, **spec.env}
-        cwd = spec.cwd or str(home)
+        # Where a start may run it (:func:`server_cwd`): its cwd; else the home directory, or
+        # `/` from a working directory that holds the home directory. Any start, not this one's.
+        cwds = [spec.cwd] if spec.cwd else [str(home), "/"]
         if os.path.isabs(spec.command):
             programs = [spec.command]
         else:
@@ -112,9 +116,10 @@ def server_files(
             if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # .venv/bin/python
                 kept += _forms(venv, reason)
         for argument in spec.args:
-            path = os.path.join(cwd, os.path.expanduser(argument))
-            if os.path.isfile(path):
-                kept += _forms(path, reason)
+            for cwd in cwds:
+                path = os.path.join(cwd, os.path.expanduser(argument))
+                if os.path.isfile(path):
+                    kept += _forms(path, reason)
         paths = [spec.cwd] if spec.cwd else []
         paths += [p for p in spec.env.get("PYTHONPATH", "").split(os.pathsep) if p]
         for path in paths:
@@ -126,4 +131,4 @@ def server_files(
 def _forms(path: str, reason: str, missing: Missing | None = None) -> list[Kept]:
     """``path`` as named (normalised) and as it resolves, each once."""
     forms = dict.fromkeys((os.path.abspath(path), os.path.realpath(path)))
-    return [Kept(Path(form), reason, missing) for form in forms]
+    return [Kept(Path(form), reason, missing, "dsh") for form in forms]

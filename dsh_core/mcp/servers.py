@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from ..chain import error_chain
 from ..errors import MCP_SERVER
+from ..masking import mask
 from ..tools.base import Tool, ToolError
 from .names import offered_names
 from .spec import ServerSpec
@@ -133,14 +134,15 @@ class McpServers:
         path = self.stderr_path(spec.name)
         try:
             with open(path, "rb") as file:
-                file.seek(since)
-                tail = file.read()[-STDERR_TAIL:]
+                file.seek(max(since, os.fstat(file.fileno()).st_size - STDERR_TAIL))
+                tail = file.read(STDERR_TAIL)
         except OSError:
             return ""
         lines = tail.decode("utf-8", "replace").strip().splitlines()
         if not lines:
             return "" if isinstance(failure, ToolError) else f" (its stderr, in {path}, is empty)"
-        return f' (its stderr ends "{lines[-1].strip()[:STDERR_LINE]}"; all of it is in {path})'
+        last = mask(lines[-1].strip())[:STDERR_LINE]  # the server's own words: the key too
+        return f' (its stderr ends "{last}"; all of it is in {path})'
 
     def _name_tools(self) -> list[str]:
         """Offered names for the running servers' tools, within the limits; what was left."""

@@ -53,15 +53,19 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def encode_line(value: dict[str, Any]) -> bytes:
+def encode_line(value: dict[str, Any], *, ascii: bool = False) -> bytes:
     """One JSON line, compact, UTF-8, keys in the order the writer built them.
 
-    Parseable line by line by any reader: U+0085, U+2028 and U+2029 are escaped.
+    Parseable line by line by any reader: U+0085, U+2028 and U+2029 are escaped. With
+    ``ascii`` every character that is not printable ASCII is a ``\\u`` escape (for a
+    terminal, where a C1 control or a bidi override would act on the screen).
     """
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=ascii, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"session event is not JSON-serialisable: {error_chain(exc)}") from exc
+    if ascii:  # DEL is the one control character JSON leaves raw
+        return (text.replace("\x7f", "\\u007f") + "\n").encode()
     # Only JSON strings can hold these, so escaping them is exact; raw, they split the line
     # for readers that use str.splitlines() (NEL, LINE and PARAGRAPH SEPARATOR).
     for char, escape in _LINE_BREAKS:

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from ..chain import error_chain
 from .credentials import Credentials, credential_paths, key_files
-from .trust import GIT_PROTECTED_NAMES, INSTALLATION, Found, Inventory, Kept, inventory, under
+from .trust import GIT_PROTECTED_NAMES, Found, Inventory, Kept, inventory, under
 
 __all__ = ["Confinement", "confine", "on_path", "undo"]
 
@@ -107,7 +107,7 @@ class Confinement:
     steering: tuple[Path, ...] = ()
     """The ``.dsh``, ``.agents`` and ``AGENTS.md`` below the top, as the scan names them (not
     resolved): those that were there before the command (see :func:`undo`)."""
-    reasons: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)
+    reasons: dict[Path, Kept] = field(default_factory=dict, compare=False, repr=False)
     """Why each placeholder and tripwire is kept, for the notes of :func:`undo`."""
 
 
@@ -131,7 +131,7 @@ def confine(
     placeholders: list[Path] = []
     placeholder_files: list[Path] = []
     tripwires: list[Path] = []
-    reasons: dict[Path, str] = {}
+    reasons: dict[Path, Kept] = {}
     for item in kept.kept:
         path = item.path
         if _out_of_sight(path, root):
@@ -143,7 +143,7 @@ def confine(
             continue
         if item.missing is None:
             continue
-        reasons[path] = item.reason
+        reasons[path] = item
         if item.missing != "tripwire" and root != Path("/") and _writable_parent(path):
             (placeholders if item.missing == "directory" else placeholder_files).append(path)
         else:  # where bwrap could not make a mount point, a look afterwards
@@ -235,13 +235,13 @@ def _undo_tripwire(plan: Confinement, path: Path) -> str:
     except OSError as exc:
         done = f"could not remove ({error_chain(exc)})"
     where = path.relative_to(plan.root)
-    reason = plan.reasons.get(path, "")
-    if path.name in GIT_PROTECTED_NAMES or not reason:
+    kept = plan.reasons.get(path)
+    if path.name in GIT_PROTECTED_NAMES or kept is None:
         why = "git would take its configuration and hooks from it"
-    elif reason == INSTALLATION or reason.startswith("MCP server"):
-        why = f"dsh would run what is there ({reason})"
+    elif kept.runner == "dsh":
+        why = f"dsh would run what is there ({kept.reason})"
     else:
-        why = f"git would run or read what is there ({reason})"
+        why = f"git would run or read what is there ({kept.reason})"
     return f"[sandbox: {done} {where}, which the command created: {why}, outside the sandbox]"
 
 

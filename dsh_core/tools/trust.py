@@ -202,6 +202,8 @@ class Kept:
     """As the question shows it: ``.git/config``, ``dsh's own installation``."""
     missing: Missing | None = None
     """What to do while it does not exist; None: nothing (nothing there runs)."""
+    runner: Literal["git", "dsh"] = "git"
+    """Who would run or read what is there: git, or dsh (its installation, its MCP servers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +230,7 @@ def inventory(
     for path in installation:
         if inside(path, root):  # the user's site-packages may not exist yet
             missing: Missing | None = None if os.path.lexists(path) else "tripwire"
-            taking.kept.append(Kept(path, INSTALLATION, missing))
+            taking.kept.append(Kept(path, INSTALLATION, missing, "dsh"))
     taking.kept += [item for item in started if inside(item.path, root)]
     taking.repository(root, top=True)
     for repository in found.repositories if found else ():

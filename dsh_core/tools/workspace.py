@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..masking import maskable
+from ..masking import secrets_of
 
 if TYPE_CHECKING:
     from .credentials import Credentials
@@ -31,22 +31,18 @@ SECRET_VARIABLES = ("DEEPSEEK_API_KEY",)
 def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``environ`` (default ``os.environ``) without the API key.
 
-    The key is dropped under any name: a variable whose value holds it (in any case) is removed
-    too, so a user's ``export OPENAI_API_KEY=$DEEPSEEK_API_KEY`` does not hand it to a command
-    either.
-    A key too short to be masked (``x``) is looked for only under its own name: every
+    The key is dropped under any name: a variable whose value holds it (in any case, or an
+    encoding of it: what masking finds, :meth:`dsh_core.masking.Secrets.holds`) is removed too,
+    so a user's ``export OPENAI_API_KEY=$DEEPSEEK_API_KEY`` does not hand it to a command
+    either. A key too short to be masked (``x``) is looked for only under its own name: every
     variable holding an ``x`` would go otherwise (:func:`dsh_core.masking.maskable`).
     """
     source = os.environ if environ is None else environ
-    secrets = [
-        source[name].strip().casefold()
-        for name in SECRET_VARIABLES
-        if maskable(source.get(name, ""))
-    ]
+    keys = secrets_of(*(source.get(name, "") for name in SECRET_VARIABLES))
     return {
         name: value
         for name, value in source.items()
-        if name not in SECRET_VARIABLES and not any(s in value.casefold() for s in secrets)
+        if name not in SECRET_VARIABLES and not keys.holds(value)
     }
 
 

@@ -107,6 +107,22 @@ def test_a_short_key_keeps_every_other_variable_for_commands() -> None:
     assert child_environment(environ) == {"PATH": "/bin"}
 
 
+def test_a_variable_holding_the_key_in_a_form_masking_finds_is_not_passed_to_commands() -> None:
+    # Second review (D7): the environment had its own test (the value in any Unicode case)
+    # while masking finds the encodings too: `export TOKEN=$(printf %s "$KEY" | base64)`.
+    import base64
+
+    environ = {
+        "DEEPSEEK_API_KEY": KEY,
+        "B64": base64.b64encode(KEY.encode()).decode(),
+        "HEX": f"0x{KEY.encode().hex().upper()}",
+        "REVERSED": KEY[::-1],
+        "PATH": "/bin",
+    }
+    assert child_environment(environ) == {"PATH": "/bin"}
+    assert not secrets().holds(KEY) and secrets(KEY).holds(f"x{environ['B64']}")
+
+
 # -- the loop masks what enters it ----------------------------------------------------------------
 
 
@@ -187,3 +203,46 @@ def test_a_short_text_is_not_searched_and_a_stream_holds_back_only_the_key() -> 
     stream = StreamMasker(found)
     assert stream.feed("fedcba") == "fedcba"  # the start of the key reversed: not held back
     assert stream.feed(f"{KEY[::-1]} ") == "[DEEPSEEK_API_KEY as reversed] "  # whole: masked
+
+
+def test_a_stream_masked_at_every_line_of_a_hide_in_another_thread_never_fails() -> None:
+    # Second review (D5): hide() assigned its fields one by one, so a stream read between two
+    # assignments saw one secret's value and another's start (`zip(strict=True)` raised). Here
+    # hide() stops at each of its lines (a trace in its thread) while this thread masks.
+    import queue
+    import sys
+    import threading
+    from types import FrameType
+    from typing import Any
+
+    found = secrets(KEY)
+    other = "another-secret-" + "z" * 20
+    stopped: queue.Queue[int | None] = queue.Queue()
+    resume: queue.Queue[None] = queue.Queue()
+
+    def line(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            stopped.put(frame.f_lineno)
+            resume.get()
+        return line
+
+    def hiding() -> None:
+        sys.settrace(lambda frame, _e, _a: line if frame.f_code is Secrets.hide.__code__ else None)
+        try:
+            found.hide(other)
+        finally:
+            sys.settrace(None)
+            stopped.put(None)
+
+    thread = threading.Thread(target=hiding, daemon=True)  # left stopped if this fails
+    thread.start()
+    steps = 0
+    while stopped.get() is not None:
+        stream = StreamMasker(found)
+        shown = stream.feed(f"{KEY} and {other[:10]}") + stream.feed(other[10:]) + stream.flush()
+        assert shown.startswith(f"{MASKED} and "), shown
+        steps += 1
+        resume.put(None)
+    thread.join()
+    assert steps > 3
+    assert found.mask(other) == MASKED

@@ -159,3 +159,33 @@ def test_a_server_that_does_not_start_says_why_and_where_its_stderr_is(tmp_path:
         'MCP server "quiet" did not start: Connection closed '
         f"(its stderr, in {tmp_path / 'mcp-quiet.stderr'}, is empty)"
     )
+
+
+def test_a_failed_servers_stderr_is_read_from_its_last_bytes_only(tmp_path: Path) -> None:
+    # Second review (D2): the whole file was read to keep its last 4 KiB. A gigabyte (sparse)
+    # then the line: looked at within an address space of a quarter of that, in a process
+    # of its own (the limit would bind the test's own threads too).
+    import subprocess
+    import sys
+
+    stderr = tmp_path / "mcp-big.stderr"
+    with open(stderr, "wb") as file:
+        file.truncate(1 << 30)
+        file.seek(0, 2)
+        file.write(b"spoke at length\nthen gave up\n")
+    child = """if True:
+        import resource, sys
+        from pathlib import Path
+        from dsh_core.mcp.servers import McpServers
+        from dsh_core.mcp.spec import ServerSpec
+
+        servers = McpServers([], stderr_dir=Path(sys.argv[1]), environment={}, workdir=Path("/"))
+        pages = int(open("/proc/self/statm").read().split()[0])
+        room = pages * resource.getpagesize() + (256 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (room, room))
+        print(servers._said(ServerSpec("big", command="x"), 0, RuntimeError()))
+    """
+    said = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert said.stdout == f' (its stderr ends "then gave up"; all of it is in {stderr})\n', said

@@ -29,6 +29,7 @@ from dsh_core.session import (
     SessionLog,
     SessionStore,
     cwd_key,
+    encode_line,
     format_time,
     read_log,
 )
@@ -121,6 +122,19 @@ def test_envelope_and_gapless_seq(log: SessionLog) -> None:
     # Readers that split with str.splitlines() still see one event per line.
     assert len(log.path.read_text(encoding="utf-8").splitlines()) == 3
     assert log.events == [first, second]
+
+
+def test_an_ascii_line_escapes_every_character_a_terminal_could_act_on() -> None:
+    # Second review (D6): --json on a terminal had an encoder of its own, without the
+    # UsageError of a value that is no JSON.
+    value = {"text": "é\x7f\x9b2J\u202eevil\u2028 \ud83d 🙂"}
+    line = encode_line(value, ascii=True)
+    assert line == (
+        b'{"text":"\\u00e9\\u007f\\u009b2J\\u202eevil\\u2028 \\ud83d \\ud83d\\ude42"}\n'
+    )
+    assert json.loads(line) == value
+    with pytest.raises(UsageError, match="not JSON-serialisable"):
+        encode_line({"text": object()}, ascii=True)
 
 
 def test_lone_surrogates_stay_valid_utf8_and_round_trip(

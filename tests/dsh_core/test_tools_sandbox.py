@@ -447,6 +447,26 @@ def test_what_git_s_configuration_names_is_kept_and_its_parents_pinned(root: Pat
     assert {"tools", ".husky"} <= set(relative(root, plan.pinned))
 
 
+def test_undo_says_who_would_run_a_tripwire_by_what_kept_it_not_by_its_name(root: Path) -> None:
+    # Second review (D4): the wording was picked by `reason.startswith("MCP server")`, which a
+    # repository's directory can begin with too.
+    from dsh_core.mcp.launch import server_files
+    from dsh_core.mcp.spec import ServerSpec
+
+    (root / ".git").write_text("gitdir: MCP servers/repo.git\n")  # git's, not dsh's
+    started = server_files([ServerSpec("x", command=str(root / "bin" / "x"))], {}, root)
+    plan = confine(root, started=started)
+    (root / "MCP servers" / "repo.git").mkdir(parents=True)  # what a command made
+    (root / "bin").mkdir()
+    (root / "bin" / "x").write_text("#!/bin/sh\n")
+    assert undo(plan, inventory(root)) == [
+        "[sandbox: removed bin/x, which the command created: dsh would run what is there (MCP "
+        'server "x"), outside the sandbox]',
+        "[sandbox: removed MCP servers/repo.git, which the command created: git would run or "
+        "read what is there (MCP servers/repo.git), outside the sandbox]",
+    ]
+
+
 def test_the_parents_of_hidden_credentials_inside_are_pinned(root: Path) -> None:
     # Review finding 7: `mv .config .cfg` in a home working directory, then the next command
     # hid a name that no longer existed.

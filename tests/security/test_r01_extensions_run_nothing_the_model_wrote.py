@@ -131,11 +131,8 @@ def run_calls(scene: Scene, allow: str, *items: tuple[str, dict[str, str]]) -> l
     return [str(r["content"]) for r in data_of(assert_log_whole(scene.dsh_home), "tool/result")]
 
 
-def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: Scene) -> None:
-    # Review (t25): read server.py, edit it: no question; the next start ran it unsandboxed.
-    script = scene.work / "server.py"
-    script.write_text("import os, sys\nsys.exit(3)\n")
-    server_config(scene, sys.executable, str(script))
+def model_edits_the_script(scene: Scene, script: Path) -> None:
+    """With ``--allow write`` the model reads ``server.py`` and edits a payload in: refused."""
     new = f"import os, sys; {payload(scene.marker)}"
     _, edit = run_calls(
         scene,
@@ -145,7 +142,28 @@ def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: S
     )
     assert 'Error: tool "edit" touches server.py (protected: MCP server "mine")' in edit, edit
     assert script.read_text() == "import os, sys\nsys.exit(3)\n"
+
+
+def test_allow_write_does_not_let_the_model_edit_the_servers_own_script(scene: Scene) -> None:
+    # Review (t25): read server.py, edit it: no question; the next start ran it unsandboxed.
+    script = scene.work / "server.py"
+    script.write_text("import os, sys\nsys.exit(3)\n")
+    server_config(scene, sys.executable, str(script))
+    model_edits_the_script(scene, script)
     run_in_process(scene.env, stdin="hello\n", cwd=scene.work)  # the next start
+    assert not scene.marker.exists()
+
+
+def test_allow_write_does_not_let_the_model_edit_a_script_a_server_runs_from_the_root(
+    scene: Scene,
+) -> None:
+    # Second review (D3): without a cwd a server runs in `/` when dsh starts in a directory
+    # holding the home directory, but its relative file arguments were protected as ~/<arg>.
+    script = scene.work / "server.py"
+    script.write_text("import os, sys\nsys.exit(3)\n")
+    server_config(scene, sys.executable, os.path.relpath(script, "/"))
+    model_edits_the_script(scene, script)
+    run_in_process(scene.env, stdin="hello\n", cwd=scene.base)  # holds the home: the server in /
     assert not scene.marker.exists()
 
 

@@ -269,3 +269,27 @@ def test_a_short_key_does_not_mangle_text_or_strip_the_environment_of_commands(
     assert run.stdout == "Tool results: [bash] box of xylophones\nYou said: an example text\n"
     assert MASK not in run.stdout + run.stderr
     assert_sane(run)
+
+
+# -- an MCP server that says the key on stderr --------------------------------------------------
+
+
+def test_an_mcp_server_that_fails_saying_the_key_on_stderr_shows_the_mask(
+    env: dict[str, str], stub: StubServer, home: Path, work: Path, tmp_path: Path
+) -> None:
+    # Second review (D1): the warning quotes the server's last stderr line after its chain,
+    # which error_chain's masking never saw. The key is the server's own (its environment holds
+    # none): a token in its own configuration, say.
+    server = tmp_path / "leaky.sh"
+    server.write_text(f"#!/bin/sh\necho 'auth failed for key {CANARY_KEY}' >&2\nexit 1\n")
+    server.chmod(0o755)
+    home.mkdir()
+    (home / "config.toml").write_text(f'[mcp.servers.leaky]\ncommand = "{server}"\n')
+    stub.enqueue(Answer("hello"))
+    run = pipe(env, work, stdin="hi\n")
+    said = 'MCP server "leaky" did not start: Connection closed (its stderr ends "auth failed '
+    assert f'{said}for key {MASK}"; all of it is in ' in run.stderr
+    # The server's stderr file holds what it wrote, as it wrote it: dsh never reads it through.
+    [stderr_file] = home.rglob("mcp-leaky.stderr")
+    stderr_file.unlink()
+    _masked_everywhere(run)
