@@ -20,27 +20,22 @@ Imported without the SDK: the workspace asks :func:`server_files` at every start
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import MCP_SERVER
 from ..tools.base import ToolError
+from ..tools.searchpath import SearchDirectory, search_path
 from ..tools.trust import Kept, Missing, under
 from .spec import ServerSpec
 
 __all__ = ["resolve_command", "server_cwd", "server_environment", "server_files"]
 
 
-def _outside(path: str, root: str) -> bool:
-    """Whether the absolute ``path`` (resolved here) lies outside the resolved ``root``."""
-    return not under(os.path.realpath(path), root)
-
-
-def _safe_path(path: str, root: str) -> str:
-    """``PATH`` without its relative entries and those under ``root``."""
-    entries = path.split(os.pathsep)
-    return os.pathsep.join(e for e in entries if e and os.path.isabs(e) and _outside(e, root))
+def _safe_path(path: str, workdir: Path) -> list[SearchDirectory]:
+    """``PATH``'s directories but those a command could have written (relative ones, and those
+    under ``workdir``)."""
+    return [d for d in search_path(path, Path(os.path.realpath(workdir))) if not d.writable]
 
 
 def resolve_command(command: str, path: str, workdir: Path) -> str:
@@ -51,14 +46,15 @@ def resolve_command(command: str, path: str, workdir: Path) -> str:
             problem = "does not exist" if not os.path.lexists(command) else "is not executable"
             raise ToolError(f"command {command} {problem}", MCP_SERVER)
         return command
-    found = shutil.which(command, path=_safe_path(path, os.path.realpath(workdir)))
-    if found is None:
-        raise ToolError(
-            f"command {command!r} is not in PATH (directories under the working directory "
-            "are not searched)",
-            MCP_SERVER,
-        )
-    return found
+    for directory in _safe_path(path, workdir):
+        program = directory.program(command)
+        if program is not None:
+            return program
+    raise ToolError(
+        f"command {command!r} is not in PATH (directories under the working directory "
+        "are not searched)",
+        MCP_SERVER,
+    )
 
 
 def server_environment(
@@ -68,7 +64,8 @@ def server_environment(
     directories under ``workdir``; ``PYTHONSAFEPATH=1`` unless the file says otherwise."""
     merged = {**environment, "PYTHONSAFEPATH": "1", **spec.env}
     if "PATH" in merged:
-        merged["PATH"] = _safe_path(merged["PATH"], os.path.realpath(workdir))
+        kept = _safe_path(merged["PATH"], workdir)
+        merged["PATH"] = os.pathsep.join(directory.entry for directory in kept)
     return merged
 
 

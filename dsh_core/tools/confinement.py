@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ..chain import error_chain
 from .credentials import Credentials, credential_paths, key_files
+from .searchpath import search_path
 from .trust import GIT_PROTECTED_NAMES, Found, Inventory, Kept, inventory, under
 
 __all__ = ["Confinement", "confine", "on_path", "undo"]
@@ -65,21 +66,20 @@ def on_path(
 ) -> tuple[str | None, list[str]]:
     """The program ``name`` from a ``PATH`` directory a sandbox cannot write (SPEC 10.1).
 
-    Returns the program (None if none) and the ones passed over: found in a relative entry
-    (the working directory, whatever it is) or under ``root`` outside ``read_only``, where a
-    sandboxed command could have put it for dsh to run outside the sandbox next time.
+    Returns the program (None if none) and the ones passed over: found in a directory a
+    command could have written (:func:`.searchpath.search_path`: a relative entry, or one
+    under ``root``) outside ``read_only``, for dsh to run outside the sandbox next time.
     """
     passed_over: list[str] = []
-    for entry in path.split(os.pathsep):
-        candidate = os.path.join(entry or ".", name)
-        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+    for directory in search_path(path, root):
+        program = directory.program(name)
+        if program is None:
             continue
-        directory = Path(os.path.realpath(entry or "."))
-        writable = root is not None and under(directory, root)
-        if not os.path.isabs(entry) or (writable and not _under_any(directory, read_only)):
-            passed_over.append(candidate)
+        kept = os.path.isabs(directory.entry) and _under_any(Path(directory.resolved), read_only)
+        if directory.writable and not kept:
+            passed_over.append(program)
             continue
-        return candidate, passed_over
+        return program, passed_over
     return None, passed_over
 
 

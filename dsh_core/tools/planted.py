@@ -2,17 +2,26 @@
 
     planted("git status", "/w/.venv/bin:/usr/bin", Path("/w"))
     # ["git is ./.venv/bin/git, a file in the working directory"]
+    planted('g""it status', "/w/.venv/bin:/usr/bin", Path("/w"))
+    # ["PATH holds ./.venv/bin, in the working directory"]
 
 A sandboxed command writes the working directory; a program it put there (an activated
 ``.venv/bin/git``) is what the shell runs for ``git`` at the next command. Inside the sandbox
 that is the sandbox's business; outside it (``sandbox: false``, or no sandbox at all) the
 question must say so, since ``$ git status`` reads as the system's git (SPEC 10.10).
 
-Every word of the command that names a program is looked up as the shell does (the first
-``PATH`` entry holding an executable of that name; a builtin before any), not only the first
-word: ``true && git status`` runs the same ``git``. A word that is only an argument may be
-named too (``echo git``): saying too much is the safe side. A path (``./run.sh``,
-``.venv/bin/pytest``) as the first word is named when it leads inside.
+Every word of the command (and every part of one between ``=``, ``:`` and ``,``:
+``--pre=./x``) is looked at, not only the first: ``true && git status`` runs the same ``git``,
+``FOO=1 ./run.sh`` the same ``./run.sh``. A name is looked up as the shell does (the first
+``PATH`` entry holding an executable of that name; a builtin before any); a path (``./run.sh``,
+``.venv/bin/pytest``) is named when it leads to an executable file inside. A word that is only
+an argument may be named too (``echo git``): saying too much is the safe side.
+
+The words are taken as they are written, so a command whose words the shell changes first
+(quotes, escapes, expansions, globs: ``g""it``, ``$(printf gi)t``, ``g?t``), or that changes
+where the shell looks (``cd``, ``source``, ``hash``, ``alias``, ``enable``), cannot be looked
+up: when ``PATH`` holds a directory inside, the question names the directory itself instead.
+A command that mentions ``PATH`` may set it to anything: the question says so.
 """
 
 from __future__ import annotations
@@ -21,16 +30,23 @@ import os
 import re
 from pathlib import Path
 
+from .searchpath import SearchDirectory, search_path
 from .trust import under
 
 __all__ = ["planted"]
 
-_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
-"""A program name as a command line may hold one (no slash: that is a path)."""
-_WORDS = re.compile(r"[^A-Za-z0-9_./+-]+")
-"""What separates words, for this purpose: blanks, quotes, operators, expansions."""
-_MAX_NAMES = 1000
-"""Distinct names looked up at most (a huge command stays cheap to ask about)."""
+_LITERAL = re.compile(r"[A-Za-z0-9_./+=,:@%^#!{} \t\n;&|()<>-]*")
+"""A command whose words are what they look like: no quote, escape, expansion or glob."""
+_BRACES = re.compile(r"[{}]\S|\S[{}]")
+"""A brace in a word (``{git,x}``, brace expansion); ``{`` and ``}`` alone are a group."""
+_SEPARATORS = re.compile(r"[ \t\n;&|()<>]+")
+"""What separates words (blanks and operators)."""
+_PARTS = re.compile(r"[=:,]")
+"""What separates the parts of a word that may each be a program (``--pre=./x``, ``a:b``)."""
+_LOOKUP_CHANGERS = frozenset({"cd", "pushd", "popd", ".", "source", "hash", "alias", "enable"})
+"""Builtins after which a name or a relative path is not what it was at the start."""
+_MAX_WORDS = 1000
+"""Distinct words looked up at most (a huge command stays cheap to ask about)."""
 
 _BUILTIN_NAMES = """
     . : [ alias bg bind break builtin caller cd command compgen complete compopt continue
@@ -44,37 +60,65 @@ _BUILTINS = frozenset(_BUILTIN_NAMES.split())
 
 def planted(command: str, path: str, root: Path) -> list[str]:
     """One line per program ``command`` would run from inside ``root`` (resolved), by ``PATH``
-    ``path`` or as its first word: ``git is ./.venv/bin/git, a file in the working directory``.
+    ``path`` or by a path: ``git is ./.venv/bin/git, a file in the working directory``; a line
+    per ``PATH`` directory inside ``root`` when the words cannot be looked up as written.
 
     Empty when ``root`` is ``/``: everything is inside it, and the note says so already.
     """
     if root == Path("/"):
         return []
-    # Relative entries (and an empty one) are the working directory's, as for the shell. The
-    # directories are resolved, not the programs: a venv's python is a link out, yet a name
-    # in the working directory, which a command can change.
-    directories = [
-        os.path.realpath(os.path.join(root, entry or ".")) for entry in path.split(os.pathsep)
-    ]
-    words = [word for word in _WORDS.split(command) if word]
+    directories = search_path(path, root)
+    writable = [d for d in directories if d.writable]
+    words = [word for word in _SEPARATORS.split(command) if word]
+    parts = dict.fromkeys(part for word in words for part in (word, *_PARTS.split(word)) if part)
     found: list[str] = []
-    if words and "/" in words[0]:
-        where = os.path.realpath(os.path.join(root, os.path.dirname(words[0])))
-        target = os.path.join(where, os.path.basename(words[0]))
-        if under(target, root) and os.path.isfile(target):
-            found.append(_line(words[0], target, root))
-    if not any(under(directory, root) for directory in directories):
-        return found  # the common case: no PATH entry a command could have written
-    names = dict.fromkeys(w for w in words if _NAME.fullmatch(w) and w not in _BUILTINS)
-    for name in list(names)[:_MAX_NAMES]:
-        for directory in directories:
-            candidate = os.path.join(directory, name)
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                if under(directory, root):
-                    found.append(_line(name, candidate, root))
-                break
-    return found
+    for part in list(parts)[:_MAX_WORDS]:
+        if "/" in part:
+            found += _path(part, root)
+        elif writable and part not in _BUILTINS:  # else: no directory a command could write
+            found += _name(part, directories, root)
+    literal = (
+        _LITERAL.fullmatch(command) is not None
+        and not _BRACES.search(command)
+        and _LOOKUP_CHANGERS.isdisjoint(words)
+        and len(parts) <= _MAX_WORDS
+    )
+    if not literal:
+        found += [_directory(d, root) for d in writable]
+    if "PATH" in parts:
+        found.append("the command sets PATH")
+    return list(dict.fromkeys(found))
+
+
+def _path(word: str, root: Path) -> list[str]:
+    """``word``'s line if it leads to an executable file inside ``root``."""
+    # The directory is resolved, not the program: a venv's python is a link out, yet a name
+    # in the working directory, which a command can change.
+    where = os.path.realpath(os.path.join(root, os.path.dirname(word)))
+    target = os.path.join(where, os.path.basename(word))
+    inside = under(target, root) and os.path.isfile(target) and os.access(target, os.X_OK)
+    return [_line(word, target, root)] if inside else []
+
+
+def _name(name: str, directories: list[SearchDirectory], root: Path) -> list[str]:
+    """``name``'s line if the first directory with that program lies inside ``root``."""
+    for directory in directories:
+        if directory.program(name) is not None:
+            inside = under(directory.resolved, root)
+            return [_line(name, os.path.join(directory.resolved, name), root)] if inside else []
+    return []
+
+
+def _directory(directory: SearchDirectory, root: Path) -> str:
+    if os.path.isabs(directory.entry):
+        return f"PATH holds {_shown(directory.resolved, root)}, in the working directory"
+    return f"PATH holds {directory.entry or '.'}, relative to the working directory"
+
+
+def _shown(path: str, root: Path) -> str:
+    relative = os.path.relpath(path, root)
+    return "." if relative == "." else f"./{relative}"
 
 
 def _line(word: str, path: str, root: Path) -> str:
-    return f"{word} is ./{os.path.relpath(path, root)}, a file in the working directory"
+    return f"{word} is {_shown(path, root)}, a file in the working directory"

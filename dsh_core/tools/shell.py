@@ -104,7 +104,7 @@ fetch programs or run a project's scripts; programs with an option that runs a c
 
 _RUNNING_OPTIONS: dict[str, tuple[str, ...]] = {
     "sort": ("--compress-program",),
-    "rg": ("--pre", "--pre-glob"),
+    "rg": ("--pre", "--pre-glob", "--hostname-bin"),
     "fd": ("-x", "-X", "--exec", "--exec-batch"),
     "fdfind": ("-x", "-X", "--exec", "--exec-batch"),
     "split": ("--filter",),
@@ -133,11 +133,11 @@ _RUNNING_OPTIONS: dict[str, tuple[str, ...]] = {
     "git archive": ("-o",),
 }
 """Options that name a program to run, or configuration that does, by program (and by git
-subcommand): ``sort --compress-program=``, ``rg --pre``, ``fd -x``, ``git fetch
---upload-pack=``, ``git grep -O<pager>``, ``git clone --template=`` (its hooks run at the
-checkout), ``git clone -c core.hooksPath=``, ``split --filter=``, ``ssh-keygen -D`` (a library
-it loads), ``wget -e use_askpass=``; and git's options that write a file anywhere, its own
-configuration too (``git log --output=.git/config``, ``git format-patch -o .git/hooks``). A
+subcommand): ``sort --compress-program=``, ``rg --pre``, ``rg --hostname-bin=``, ``fd -x``,
+``git fetch --upload-pack=``, ``git grep -O<pager>``, ``git clone --template=`` (its hooks run
+at the checkout), ``git clone -c core.hooksPath=``, ``split --filter=``, ``ssh-keygen -D`` (a
+library it loads), ``wget -e use_askpass=``; and git's options that write a file anywhere, its
+own configuration too (``git log --output=.git/config``, ``git format-patch -o .git/hooks``). A
 long option counts by any prefix (getopt and git take an unambiguous one: ``--compress-prog``),
 a short one anywhere in a cluster (``-Hx``)."""
 

@@ -70,3 +70,37 @@ def test_a_path_as_the_first_word_is_named_when_it_leads_inside(root: Path) -> N
 
 def test_nothing_is_named_when_the_working_directory_is_the_root() -> None:
     assert planted("./run.sh", "/usr/bin:/bin", Path("/")) == []
+
+
+def test_a_command_whose_words_the_shell_changes_names_the_directory(root: Path) -> None:
+    program(root / ".venv" / "bin", "git")
+    path = f"{root}/.venv/bin:/usr/bin:/bin"
+    said = "PATH holds ./.venv/bin, in the working directory"
+    for command in ['g""it status', "g?t", "echo {a,b}", "cd sub && git", ". ./env.sh"]:
+        assert said in planted(command, path, root), command
+    assert planted("git status # a comment, --opt=1 a:b", path, root) == [
+        "git is ./.venv/bin/git, a file in the working directory"
+    ]
+    assert planted("g''it", "/usr/bin:/bin", root) == []  # no directory inside: nothing to say
+    words = " ".join(f"w{n}" for n in range(1001))
+    assert said in planted(f"{words} git", path, root)  # more than are looked up
+
+
+def test_a_relative_path_entry_is_named_as_written(root: Path) -> None:
+    assert planted("cd sub && tool", "bin:/usr/bin", root) == [
+        "PATH holds bin, relative to the working directory"
+    ]
+
+
+def test_a_command_that_mentions_path_says_so(root: Path) -> None:
+    assert planted("PATH=./x:/usr/bin git", "/usr/bin:/bin", root) == ["the command sets PATH"]
+    assert planted("read PATH < f; git", "/usr/bin:/bin", root) == ["the command sets PATH"]
+
+
+def test_a_path_anywhere_in_the_command_is_named(root: Path) -> None:
+    program(root, "run.sh")
+    (root / "notes.txt").write_text("not a program")
+    line = "./run.sh is ./run.sh, a file in the working directory"
+    for command in ["FOO=1 ./run.sh", "sudo ./run.sh", "rg --pre=./run.sh x", "hash -p ./run.sh g"]:
+        assert planted(command, "/usr/bin", root) == [line], command
+    assert planted("cat ./notes.txt", "/usr/bin", root) == []  # not executable: not a program

@@ -138,6 +138,8 @@ CODE_RUNNING = [
     "sort --compress-prog=./evil.sh big",
     "rg --pre ./evil.sh x",
     "rg --pre-glob '*' x",
+    "rg --hostname-bin=./evil.sh --hyperlink-format=default x",
+    "rg --hostname-b ./evil.sh x",
     "fd -x touch pwned",
     "fd -X touch pwned",
     "fd -Hx touch pwned",
@@ -233,7 +235,9 @@ def test_always_for_sort_does_not_cover_sort_with_a_compress_program(tmp_path: P
     script = tmp_path / "evil.sh"
     script.write_text(f"#!/bin/sh\ntouch {tmp_path / 'pwned'}\ncat\n")
     script.chmod(0o755)
-    (tmp_path / "big").write_text("".join(f"{n % 977} line\n" for n in range(50_000)))
+    # Beyond sort's 1K buffer (its least), so it spills, through the program: 500 lines
+    # suffice (50,000 made it run the program 7,600 times, for 14 s).
+    (tmp_path / "big").write_text("".join(f"{n % 977} line\n" for n in range(500)))
     person = Person()
     policy = ApprovalPolicy(asker=person)
     tool = BashTool(Workspace.at(tmp_path, tmp_path / ".out"))

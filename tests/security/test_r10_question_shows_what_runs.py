@@ -17,13 +17,18 @@ and what runs is among them.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from dsh_core.testing import StubServer
+from dsh_core.tools import Workspace
+from dsh_core.tools.base import Access
 from dsh_core.tools.sandbox import probe_bwrap
+from dsh_core.tools.shell import BashTool
+from tests.dsh_core.test_tools_shell import bash_run
 from tests.harness import Terminal, on_terminal
 from tests.security._support_display import (  # noqa: F401 (fixtures, used by name)
     call,
@@ -224,7 +229,8 @@ def planted_git(work: Path, env: dict[str, str]) -> Path:
     bin_dir = work / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     git = bin_dir / "git"
-    git.write_text(f'#!/bin/sh\ntouch {work / "pwned"}\nexec git "$@"\n')
+    real = shutil.which("git", path=env["PATH"]) or "true"  # not itself: no loop
+    git.write_text(f'#!/bin/sh\ntouch {work / "pwned"}\nexec {real} "$@"\n')
     git.chmod(0o755)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     return git
@@ -274,3 +280,72 @@ def test_always_is_not_offered_for_a_planted_program_without_a_sandbox(
         assert await term.leave() == 0
 
     _attack(env, home, work, script, "--sandbox", "off")
+
+
+# -- a planted program the lookup must not miss (the second review's F1) -------------------------
+# What the question says is decided by the bash tool, in process: each attack asks for a command
+# outside any sandbox and reads the question's note; then the control runs the command in the
+# real bash, which does run the planted program.
+
+
+def _outside_sandbox(work: Path, env: dict[str, str], command: str) -> Access:
+    workspace = Workspace.at(work, work / ".out")
+    workspace.environment["PATH"] = env["PATH"]
+    return BashTool(workspace).prepare({"command": command}).access
+
+
+HIDDEN_NAMES = [
+    'g""it status',
+    "g''it status",
+    "g\\it status",
+    "$(printf gi)t status",
+    "`printf git` status",
+    "${X:-git} status",
+    "g?t status",
+    "g[i]t status",
+    "{git,status}",
+]
+
+
+@pytest.mark.parametrize("command", HIDDEN_NAMES)
+def test_a_planted_git_whose_name_is_quoted_or_expanded_is_said(
+    env: dict[str, str], work: Path, planted_git: Path, command: str
+) -> None:
+    (work / "git").touch()  # what g?t matches: bash then looks git up on PATH
+    access = _outside_sandbox(work, env, command)
+    assert "PATH holds ./.venv/bin, in the working directory" in access.note, access.note
+    assert access.scope is None
+    # What it would have done: bash runs ./.venv/bin/git (the control).
+    _control(work, env, command)
+
+
+def test_a_command_that_sets_path_to_a_planted_directory_is_said(
+    env: dict[str, str], work: Path, planted_git: Path
+) -> None:
+    env["PATH"] = env["PATH"].split(":", 1)[1]  # ./.venv/bin is not on dsh's PATH
+    command = "PATH=.venv/bin:/usr/bin:/bin git status"
+    access = _outside_sandbox(work, env, command)
+    assert "the command sets PATH" in access.note, access.note
+    assert access.scope is None
+    _control(work, env, command)
+
+
+@pytest.mark.parametrize("command", ["FOO=1 ./run.sh", "cd . && ./run.sh", "nohup ./run.sh"])
+def test_a_planted_script_run_after_the_first_word_is_named(
+    env: dict[str, str], work: Path, command: str
+) -> None:
+    script = work / "run.sh"
+    script.write_text(f"#!/bin/sh\ntouch {work / 'pwned'}\n")
+    script.chmod(0o755)
+    access = _outside_sandbox(work, env, command)
+    assert "./run.sh is ./run.sh, a file in the working directory" in access.note, access.note
+    assert access.scope is None
+    _control(work, env, command)
+
+
+def _control(work: Path, env: dict[str, str], command: str) -> None:
+    """Runs ``command`` in the real bash, outside any sandbox: the planted program ran."""
+    workspace = Workspace.at(work, work / ".out")
+    workspace.environment["PATH"] = env["PATH"]
+    bash_run(BashTool(workspace), command)
+    assert (work / "pwned").exists()
