@@ -12,7 +12,8 @@ dsh's installation, git's configuration and hooks and what they name, ``.dsh/``,
 bubblewrap's mounts. Here the inventory becomes mounts, looked at again before every command
 (``lstat`` and git's small configuration files only):
 
-- an existing kept path is bound read-only;
+- an existing kept path is bound read-only (a link: where it leads, when inside; bwrap cannot
+  mount onto a link);
 - a missing one is, as the inventory asks, a *placeholder* (an empty read-only directory, or an
   empty file, while the command runs: created on the disk as the mount point, removed
   afterwards if still empty), so ``git init`` or ``mkdir .agents`` fails; or a *tripwire*
@@ -50,7 +51,7 @@ from pathlib import Path
 from ..chain import error_chain
 from .credentials import Credentials, credential_paths, key_files
 from .searchpath import search_path
-from .trust import GIT_PROTECTED_NAMES, Found, Inventory, Kept, inventory, under
+from .trust import GIT_PROTECTED_NAMES, Found, Inventory, Kept, inside, inventory, under
 
 __all__ = ["Confinement", "confine", "on_path", "undo"]
 
@@ -134,6 +135,12 @@ def confine(
     reasons: dict[Path, Kept] = {}
     for item in kept.kept:
         path = item.path
+        if os.path.islink(path):
+            # bwrap follows a link it mounts onto, and fails at a dangling one: what it leads to
+            # is kept instead, where inside (the file tools still refuse the link itself).
+            path = Path(os.path.realpath(path))
+            if not inside(path, root):
+                continue
         if _out_of_sight(path, root):
             # A mount under the private /tmp would bring the host's /tmp back (a working
             # directory of /, say, whose dsh lives in /tmp/venv): it needs no keeping.

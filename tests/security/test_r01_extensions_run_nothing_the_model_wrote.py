@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -229,3 +231,131 @@ def test_a_server_whose_cwd_is_in_the_working_directory_is_not_started(scene: Sc
         f'dsh: MCP server "mine" did not start: its cwd {scene.work / "srv"} is in the working '
         f"directory {scene.work}, where the model may write"
     ) in run.stderr
+
+
+# Third review (G1-G3): a server runs code from beside its kept files (a module its script
+# loads, an editable install's source, the venv its `#!` line names, a Python's user site),
+# and a server program that is a link inside the working directory broke every command.
+
+
+def python_venv(path: Path) -> Path:
+    """A virtual environment at ``path`` (no pip): its site-packages directory."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    (site,) = path.glob("lib/python*/site-packages")
+    return site
+
+
+def fails_in_the_sandbox_and_nothing_runs_next(scene: Scene, command: str) -> None:
+    """A sandboxed ``command`` fails (a read-only mount), and the next start, from another
+    directory, runs nothing the model wrote."""
+    content = scene.content(f"{command}; echo rc=$?")
+    assert "rc=0" not in content, content
+    run_in_process(scene.env, stdin="hello\n", cwd=scene.base)
+    assert not scene.marker.exists()
+
+
+@needs_bwrap
+def test_a_sandboxed_command_cannot_change_a_module_beside_the_servers_script(
+    scene: Scene,
+) -> None:
+    # Third review (t2, node): index.js does require('./lib.js'); a sandboxed `>> srv/lib.js`
+    # worked, and the next start, from the home directory, ran it outside the sandbox.
+    srv = scene.work / "srv"
+    srv.mkdir()
+    (srv / "index.js").write_text("require('./lib.js');\nprocess.exit(3);\n")
+    (srv / "lib.js").write_text("// helper\n")
+    server_config(scene, "node", str(srv / "index.js"))
+    js = f"require('fs').writeFileSync({json.dumps(str(scene.marker))}, process.env.HOME)"
+    fails_in_the_sandbox_and_nothing_runs_next(scene, f"echo {shlex.quote(js)} >> srv/lib.js")
+    assert (srv / "lib.js").read_text() == "// helper\n"
+
+
+@needs_bwrap
+def test_a_sandboxed_command_cannot_change_the_source_of_an_editable_install(
+    scene: Scene,
+) -> None:
+    # Third review (t2, python): `.venv/bin/python -m mysrv`, the venv's .pth names src/; a
+    # sandboxed `>> src/mysrv/__init__.py` ran at the next start.
+    site = python_venv(scene.work / ".venv")
+    (site / "__editable__.mysrv.pth").write_text(f"{scene.work / 'src'}\n")
+    package = scene.work / "src" / "mysrv"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("import sys\nsys.exit(3)\n")
+    server_config(scene, str(scene.work / ".venv" / "bin" / "python"), "-m", "mysrv")
+    planted = shlex.quote(payload(scene.marker))
+    fails_in_the_sandbox_and_nothing_runs_next(scene, f"echo {planted} >> src/mysrv/__init__.py")
+    assert (package / "__init__.py").read_text() == ""
+
+
+@needs_bwrap
+def test_a_sandboxed_command_cannot_change_the_venv_a_console_scripts_shebang_names(
+    scene: Scene,
+) -> None:
+    # Third review (t10): dsh in the home directory, `~/.local/bin/mysrv` a pipx console
+    # script whose `#!` names ~/.local/share/pipx/venvs/mysrv/bin/python: that venv was not
+    # kept (looked for two levels above the script), and a sandboxed append to its
+    # site-packages ran at the next start, from /tmp.
+    scene.env["HOME"] = str(scene.work)
+    venv = scene.work / ".local" / "share" / "pipx" / "venvs" / "mysrv"
+    site = python_venv(venv)
+    (site / "mysrv").mkdir()
+    (site / "mysrv" / "__init__.py").write_text("import sys\n\ndef main():\n    sys.exit(3)\n")
+    script = scene.work / ".local" / "bin" / "mysrv"
+    script.parent.mkdir()
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom mysrv import main\nmain()\n")
+    script.chmod(0o755)
+    server_config(scene, str(script))
+    where = shlex.quote(str(site.relative_to(scene.work) / "mysrv" / "__init__.py"))
+    planted = shlex.quote(payload(scene.marker))
+    fails_in_the_sandbox_and_nothing_runs_next(scene, f"echo {planted} >> {where}")
+
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@needs_bwrap
+@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="no /usr/bin/python3")
+def test_a_sandboxed_command_cannot_plant_a_pth_in_a_python_servers_user_site(
+    scene: Scene,
+) -> None:
+    # Third review (t8): dsh in the home directory, a server run by /usr/bin/python3: a
+    # sandboxed `mkdir -p ~/.local/lib/python3.11/site-packages && echo ... > zz.pth` ran at
+    # the next start, from /tmp (dsh's own user site is kept; not the server's Python's).
+    scene.env["HOME"] = str(scene.work)
+    server_config(scene, str(SYSTEM_PYTHON), "-c", "import sys; sys.exit(3)")
+    pth = shlex.quote(payload(scene.marker))
+    content = scene.content(
+        f'd=$({SYSTEM_PYTHON} -m site --user-site) && mkdir -p "$d" && echo {pth} > "$d/zz.pth"'
+    )
+    assert "[sandbox: removed .local/lib/python3." in content, content
+    assert not list(scene.work.glob(".local/lib/python3*/site-packages"))
+    run_in_process(scene.env, stdin="hello\n", cwd=scene.base)
+    assert not scene.marker.exists()
+
+
+@needs_bwrap
+def test_a_server_program_that_is_a_link_in_the_project_does_not_break_commands(
+    scene: Scene,
+) -> None:
+    # Third review (t11): `command = "<proj>/bin/srv"`, a link to /usr/bin/sleep: bwrap could
+    # not mount onto it, and every sandboxed command failed ("Can't create file at ...").
+    link = scene.work / "bin" / "srv"
+    link.parent.mkdir()
+    link.symlink_to("/usr/bin/sleep")
+    server_config(scene, str(link), "0")
+    assert scene.content("echo hi; echo rc=$?") == "hi\nrc=0\n"
+
+
+def test_allow_write_does_not_let_the_model_replace_a_server_program_that_is_a_link(
+    scene: Scene,
+) -> None:
+    # Third review (G3): the sandbox keeps where the link leads, not the link; the file tools
+    # still see the link's path, and refuse it.
+    link = scene.work / "bin" / "srv"
+    link.parent.mkdir()
+    link.symlink_to("/usr/bin/sleep")
+    server_config(scene, str(link), "0")
+    (write,) = run_calls(scene, "write", ("write", {"file_path": "bin/srv", "content": "x"}))
+    assert "writes outside the working directory (/usr/bin/sleep)" in write, write
+    assert link.readlink() == Path("/usr/bin/sleep")
