@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -167,10 +167,12 @@ def _cases() -> list[Any]:
     return cases
 
 
-@pytest.fixture
-def toolbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Toolbox:
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Toolbox, Path]]:
     """The tools of a session in ``work``, beside ``outside``, for a user whose home is
-    ``home`` (holding credentials); files the table edits already read in the session."""
+    ``home`` (holding credentials); files the table edits already read in the session. One
+    for the whole table: deciding changes nothing in it (each row has its own policy)."""
+    tmp_path = tmp_path_factory.mktemp("table")
     home, work, outside = tmp_path / "home", tmp_path / "work", tmp_path / "outside"
     for directory in (home / ".ssh", home / ".aws", work / ".git" / "hooks", outside):
         directory.mkdir(parents=True)
@@ -180,14 +182,15 @@ def toolbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Toolbox:
     (work / ".git" / "config").write_text("[core]\n")
     (work / "notes.md").symlink_to(work / ".git" / "config")
     (outside / "notes.txt").write_text("out of bounds\n")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(work)
-    workspace = Workspace.at(work, output_dir=home / ".dsh" / "tool-output")
-    tools = Toolbox(builtin_tools(workspace, launcher=lambda: _StandInSandbox()))
-    for path in ("demo.txt", ".git/config", str(outside / "notes.txt")):
-        read = tools.prepare(ToolCall("r", "read", json.dumps({"file_path": path})))
-        asyncio.run(_run(read.run))  # write and edit change only what the session has read
-    return tools
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.chdir(work)
+        workspace = Workspace.at(work, output_dir=home / ".dsh" / "tool-output")
+        tools = Toolbox(builtin_tools(workspace, launcher=lambda: _StandInSandbox()))
+        for path in ("demo.txt", ".git/config", str(outside / "notes.txt")):
+            read = tools.prepare(ToolCall("r", "read", json.dumps({"file_path": path})))
+            asyncio.run(_run(read.run))  # write and edit change only what the session has read
+        yield tools, tmp_path
 
 
 async def _run(run: Callable[[], Awaitable[object]]) -> None:
@@ -209,7 +212,7 @@ class _StandInSandbox:
         raise AssertionError("the table runs no command")
 
 
-def _call(row: Row, toolbox: Toolbox, tmp_path: Path) -> ToolCall:
+def _call(row: Row, tmp_path: Path) -> ToolCall:
     text = json.dumps(row.arguments)
     text = text.replace(OUTSIDE, str(tmp_path / "outside")).replace(
         "{home}", str(tmp_path / "home")
@@ -219,8 +222,9 @@ def _call(row: Row, toolbox: Toolbox, tmp_path: Path) -> ToolCall:
 
 @pytest.mark.parametrize(("name", "terminal", "grants"), _cases())
 def test_the_approval_table(
-    name: str, terminal: bool, grants: tuple[Grant, ...], toolbox: Toolbox, tmp_path: Path
+    name: str, terminal: bool, grants: tuple[Grant, ...], session: tuple[Toolbox, Path]
 ) -> None:
+    toolbox, tmp_path = session
     row = TABLE[name]
     granted = row.grant in grants
     if terminal:
@@ -230,7 +234,7 @@ def test_the_approval_table(
     # "a" where always is offered; where it is not, the question asks again and gets "y".
     person = ScriptedAsker(["a", "y", "a", "y"]) if terminal else None
     policy = ApprovalPolicy(frozenset(grants), person, sandbox_off=row.sandbox_off)
-    call = _call(row, toolbox, tmp_path)
+    call = _call(row, tmp_path)
     invocation = toolbox.prepare(call)
 
     def decide() -> ApprovalOutcome | None:
