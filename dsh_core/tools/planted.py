@@ -13,9 +13,10 @@ question must say so, since ``$ git status`` reads as the system's git (SPEC 10.
 Every word of the command (and every part of one between ``=``, ``:`` and ``,``:
 ``--pre=./x``) is looked at, not only the first: ``true && git status`` runs the same ``git``,
 ``FOO=1 ./run.sh`` the same ``./run.sh``. A name is looked up as the shell does (the first
-``PATH`` entry holding an executable of that name; a builtin before any); a path (``./run.sh``,
-``.venv/bin/pytest``) is named when it leads to an executable file inside. A word that is only
-an argument may be named too (``echo git``): saying too much is the safe side.
+``PATH`` entry holding an executable of that name; a builtin before any), and named when that
+directory is inside or the program there is a link into it (``npm link``, pipx); a path
+(``./run.sh``, ``.venv/bin/pytest``) is named when it leads to an executable file inside. A
+word that is only an argument may be named too (``echo git``): saying too much is the safe side.
 
 The words are taken as they are written, so a command whose words the shell changes first
 (quotes, escapes, expansions, globs: ``g""it``, ``$(printf gi)t``, ``g?t``), or that changes
@@ -75,7 +76,7 @@ def planted(command: str, path: str, root: Path) -> list[str]:
     for part in list(parts)[:_MAX_WORDS]:
         if "/" in part:
             found += _path(part, root)
-        elif writable and part not in _BUILTINS:  # else: no directory a command could write
+        elif part not in _BUILTINS:
             found += _name(part, directories, root)
     literal = (
         _LITERAL.fullmatch(command) is not None
@@ -101,11 +102,16 @@ def _path(word: str, root: Path) -> list[str]:
 
 
 def _name(name: str, directories: list[SearchDirectory], root: Path) -> list[str]:
-    """``name``'s line if the first directory with that program lies inside ``root``."""
+    """``name``'s line if the first directory with that program lies inside ``root``, or the
+    program there is a link into ``root`` (``ln -s``, ``npm link``, pipx: what runs is the file
+    a sandboxed command can rewrite)."""
     for directory in directories:
         if directory.program(name) is not None:
-            inside = under(directory.resolved, root)
-            return [_line(name, os.path.join(directory.resolved, name), root)] if inside else []
+            here = os.path.join(directory.resolved, name)
+            if under(directory.resolved, root):
+                return [_line(name, here, root)]
+            target = os.path.realpath(here)
+            return [_line(name, target, root)] if under(target, root) else []
     return []
 
 

@@ -41,6 +41,20 @@ def test_a_program_found_first_outside_is_not_named(root: Path, tmp_path: Path) 
     assert planted("tool", f"{tmp_path / 'outside'}:{root / 'bin'}", root) == []
 
 
+def test_a_program_linked_from_outside_into_the_working_directory_is_named(
+    root: Path, tmp_path: Path
+) -> None:
+    # ln -s, npm link, pipx: a PATH directory outside holds a link to a file a sandboxed
+    # command can rewrite (the third attack review's t9).
+    target = program(root / "tools", "fmt-all")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "fmt-all").symlink_to(target)
+    path = f"{tmp_path / 'bin'}:/usr/bin:/bin"
+    assert planted("fmt-all --check", path, root) == [
+        "fmt-all is ./tools/fmt-all, a file in the working directory"
+    ]
+
+
 def test_a_relative_or_empty_path_entry_is_the_working_directory(root: Path) -> None:
     program(root / "bin", "tool")
     program(root, "run")

@@ -343,6 +343,25 @@ def test_a_planted_script_run_after_the_first_word_is_named(
     _control(work, env, command)
 
 
+def test_a_program_linked_from_outside_into_the_working_directory_is_named(
+    env: dict[str, str], work: Path, tmp_path: Path
+) -> None:
+    # The third review (t9): ~/bin/fmt-all -> <work>/tools/fmt-all (ln -s, npm link, pipx); a
+    # sandboxed command rewrote tools/fmt-all, then "fmt-all" outside the sandbox said nothing.
+    tools = work / "tools"
+    tools.mkdir()
+    (tools / "fmt-all").write_text(f"#!/bin/sh\ntouch {work / 'pwned'}\n")
+    (tools / "fmt-all").chmod(0o755)
+    linked = tmp_path / "user-bin"
+    linked.mkdir()
+    (linked / "fmt-all").symlink_to(tools / "fmt-all")
+    env["PATH"] = f"{linked}:{env['PATH']}"
+    access = _outside_sandbox(work, env, "fmt-all")
+    assert "fmt-all is ./tools/fmt-all, a file in the working directory" in access.note
+    assert access.scope is None
+    _control(work, env, "fmt-all")
+
+
 def _control(work: Path, env: dict[str, str], command: str) -> None:
     """Runs ``command`` in the real bash, outside any sandbox: the planted program ran."""
     workspace = Workspace.at(work, work / ".out")
