@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import itertools
 
-from dsh_core.compaction import conversation_size, tools_tokens
-from dsh_core.events import AssistantStep, CompactionEnd, StepUsage
-from dsh_core.history import History
+from dsh_core.agent.compaction import conversation_size, tools_tokens
+from dsh_core.agent.history import History
 from dsh_core.session import read_log
+from dsh_core.session.events import AssistantStep, CompactionEnd, StepUsage
 from dsh_core.testing import StubServer
 from dsh_core.tools import Toolbox, Workspace, builtin_tools
 from tests.support import DSH, child_env, proc_status

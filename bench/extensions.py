@@ -4,7 +4,7 @@
 
 1. **An MCP call's overhead.** The same tool (``add`` of ``tests/mcp/server.py``, a server
    written with the SDK, on stdio) called ``--calls`` times through dsh's path (the ``McpTool``
-   the loop runs: :class:`~dsh_core.mcp.McpServers`, the relay, the result made a capped
+   the loop runs: :class:`~dsh_core.extensions.mcp.McpServers`, the relay, the result made a capped
    ``ToolOutput``) and through the SDK's own client (``ClientSession.call_tool`` on its own
    ``stdio_client``), each against a server process of its own, in interleaved rounds. Goal:
    dsh at most 1.5x the SDK's time per call.
@@ -31,17 +31,17 @@ from typing import TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
-from dsh_core.approval import ApprovalPolicy
-from dsh_core.deepseek import DeepSeekAdapter
-from dsh_core.llm import ToolCall
-from dsh_core.loop import Conversation
-from dsh_core.mcp import ServerSpec
-from dsh_core.mcp.servers import McpServers
+from dsh_core.agent.approval import ApprovalPolicy
+from dsh_core.agent.loop import Conversation
+from dsh_core.extensions.mcp import ServerSpec
+from dsh_core.extensions.mcp.servers import McpServers
+from dsh_core.extensions.subagent import SubagentTool
+from dsh_core.model.deepseek import DeepSeekAdapter
+from dsh_core.model.seam import ToolCall
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.subagent import SubagentTool
 from dsh_core.testing import Answer, KeepAlives, StubServer, ToolCalls
 from dsh_core.tools import Toolbox
-from dsh_core.tools.workspace import child_environment
+from dsh_core.trust.workspace import child_environment
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "server.py"
 KEY = "sk-bench-not-a-real-key"

@@ -43,11 +43,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dsh_core.tools.launchers import UNSANDBOXED, Launch, Launcher
-from dsh_core.tools.repositories import RepositoryScan
-from dsh_core.tools.sandbox import Bwrap, choose_launcher, probe_bwrap
 from dsh_core.tools.shell import BashTool
-from dsh_core.tools.workspace import Workspace
+from dsh_core.trust.launchers import UNSANDBOXED, Launch, Launcher
+from dsh_core.trust.repositories import RepositoryScan
+from dsh_core.trust.sandbox import Bwrap, choose_launcher, probe_bwrap
+from dsh_core.trust.workspace import Workspace
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,10 +21,10 @@ import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dsh_core.events import AssistantStep, StepUsage, TurnEnd, TurnStart, UserText
-from dsh_core.llm import Finish, TextDelta, Usage
-from dsh_core.loop import Conversation
+from dsh_core.agent.loop import Conversation
+from dsh_core.model.seam import Finish, TextDelta, Usage
 from dsh_core.session import SessionStore
+from dsh_core.session.events import AssistantStep, StepUsage, TurnEnd, TurnStart, UserText
 from dsh_core.testing import ScriptedModel
 
 if TYPE_CHECKING:

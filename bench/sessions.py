@@ -25,7 +25,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dsh_core.events import (
+from dsh_core.model.seam import ToolCall, Usage
+from dsh_core.session import SessionStore
+from dsh_core.session.events import (
     AssistantStep,
     Record,
     StepUsage,
@@ -36,9 +38,7 @@ from dsh_core.events import (
     TurnStart,
     UserText,
 )
-from dsh_core.llm import ToolCall, Usage
-from dsh_core.session import SessionStore
-from dsh_stdio.sessions import print_listing
+from dsh_stdio.commands.sessions import print_listing
 
 CWD = Path("/bench/project")
 USER = "Please look at this function and tell me why it is slow. " * 3
@@ -150,7 +150,7 @@ def main() -> None:
         code = (
             f"import sys, pathlib; sys.path.insert(0, {root!r}); "
             "from dsh_core.session import SessionStore; "
-            "from dsh_stdio.sessions import print_listing; "
+            "from dsh_stdio.commands.sessions import print_listing; "
             f"sys.exit(print_listing(SessionStore(pathlib.Path({str(home)!r})), "
             f"pathlib.Path({str(CWD)!r}), all_directories=False, out=sys.stdout, err=sys.stderr))"
         )

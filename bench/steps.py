@@ -36,9 +36,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
-from dsh_core.deepseek import DeepSeekAdapter
-from dsh_core.llm import ToolSpec
-from dsh_core.loop import Conversation, LoopEvent, ToolFinished
+from dsh_core.agent.loop import Conversation, LoopEvent, ToolFinished
+from dsh_core.model.deepseek import DeepSeekAdapter
+from dsh_core.model.seam import ToolSpec
 from dsh_core.session import SessionStore
 from dsh_core.tools import Access, Invocation, Toolbox, ToolOutput
 from tests.support import proc_status

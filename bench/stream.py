@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from dsh_core import ChatRequest, TextDelta, UserMessage
-from dsh_core.deepseek import DeepSeekAdapter
+from dsh_core.model.deepseek import DeepSeekAdapter
 
 KEY = "sk-bench-not-a-real-key"
 MODEL = "deepseek-v4-flash"

@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dsh_core.llm import ToolCall
+from dsh_core.model.seam import ToolCall
 from dsh_core.tools import Toolbox, builtin_tools
-from dsh_core.tools.workspace import Workspace
+from dsh_core.trust.workspace import Workspace
 
 _VOCABULARY = """
 def return import class self value result data item index count total error path file line text

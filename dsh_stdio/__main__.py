@@ -42,12 +42,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from dsh_core.agent.compaction import REPL_WINDOW_ADVICE
+from dsh_core.agent.loop import DEFAULT_INPUT_LIMIT, Conversation
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.compaction import REPL_WINDOW_ADVICE
 from dsh_core.errors import HarnessError, UsageError
-from dsh_core.llm import ToolCall
-from dsh_core.loop import DEFAULT_INPUT_LIMIT, Conversation
+from dsh_core.model.seam import ToolCall
 
 from .config import Config, StartupError, parse_config, with_servers
 from .pipe import PIPE_WINDOW_ADVICE, Overlong, read_piped_stdin, run_one_shot, run_pipe
@@ -106,7 +106,7 @@ async def _run(
         return _startup_failed(exc, err)
     try:
         if terminal:
-            from .repl import run_repl
+            from .terminal.repl import run_repl
 
             try:
                 return await run_repl(runtime, out)
@@ -126,11 +126,11 @@ async def _run(
 
 def _stored(config: Config, streams: Streams) -> int:
     """``--sessions`` and ``--show``: read the store, write nothing to it."""
-    from dsh_core.skills import SkillCatalog, SkillTool
-    from dsh_core.subagent import SubagentTool
+    from dsh_core.extensions.skills import SkillCatalog, SkillTool
+    from dsh_core.extensions.subagent import SubagentTool
     from dsh_core.tools import Toolbox, Workspace, builtin_tools
 
-    from .sessions import list_sessions, show_session
+    from .commands.sessions import list_sessions, show_session
 
     out, err = streams.out, streams.err
     terminal = out.isatty()
@@ -156,8 +156,8 @@ def _scrub_the_key_at_start() -> None:
     """The key out of ``/proc/<dsh>/environ`` (SPEC 10.5): the variables a command is not
     given (the key, and any holding its value) are overwritten in the block dsh started with;
     ``os.environ`` keeps them for dsh."""
-    from dsh_core.startenv import scrub_start_environment
-    from dsh_core.tools.workspace import child_environment
+    from dsh_core.trust.startenv import scrub_start_environment
+    from dsh_core.trust.workspace import child_environment
 
     given = child_environment(os.environ)
     scrub_start_environment([name for name in os.environ if name not in given])
@@ -187,7 +187,7 @@ def main(
     err = streams.err
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--demo" in arguments:
-        from .demo import run_demo
+        from .commands.demo import run_demo
 
         def dsh(rest: Sequence[str]) -> int:
             return main(rest, name_session=False, streams=streams, clock=clock)

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Literal, NoReturn, TypeVar, get_args
 from urllib.parse import urlsplit
 
-from dsh_core.approval import ALL_GRANTS, TOOL_GRANTS, Grant
-from dsh_core.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
+from dsh_core.agent.approval import ALL_GRANTS, TOOL_GRANTS, Grant
+from dsh_core.agent.loop import DEFAULT_MAX_STEPS
 from dsh_core.errors import MISSING_CREDENTIAL, STARTUP, Code, HarnessError
-from dsh_core.loop import DEFAULT_MAX_STEPS
+from dsh_core.extensions.mcp.spec import SERVER_NAME, ServerSpec
 from dsh_core.masking import hide
-from dsh_core.mcp.spec import SERVER_NAME, ServerSpec
-from dsh_core.tools.sandbox import SandboxMode
-from dsh_core.urls import is_local, redact_url
+from dsh_core.model.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
+from dsh_core.model.urls import is_local, redact_url
+from dsh_core.trust.sandbox import SandboxMode
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_core.errors import STARTUP, HarnessError
-from dsh_core.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
+from dsh_core.extensions.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
 
 __all__ = ["CONFIG_FILE", "ConfigFileError", "read_config_file"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from dsh_core.events import AssistantStep, TurnEnd, TurnStart
 from dsh_core.session import SessionEvent, SessionLog, encode_line
+from dsh_core.session.events import AssistantStep, TurnEnd, TurnStart
 
 from .view import TurnView
 

@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import TextIO
 
-from dsh_core.approval import Answer, Asker, Question
-from dsh_core.compaction import WindowAdvice
+from dsh_core.agent.approval import Answer, Asker, Question
+from dsh_core.agent.compaction import WindowAdvice
 from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA
 
 from .runtime import Runtime
@@ -227,7 +227,7 @@ async def run_one_shot(
 
 def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
     """The REPL's approval question, asked on stderr, for a one-shot run at a terminal."""
-    from .approve import TerminalQuestion
+    from .terminal.approve import TerminalQuestion
 
     def before() -> None:
         if runtime.current_view is not None:

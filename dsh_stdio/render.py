@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from dsh_core.chain import error_chain
-from dsh_core.classify import MISDIRECTED_STATUSES
 from dsh_core.errors import (
     AUTH,
     MISSING_CREDENTIAL,
@@ -21,8 +20,9 @@ from dsh_core.errors import (
     TRANSPORT,
     FailureRecord,
 )
-from dsh_core.events import ToolResult, TurnEnd
-from dsh_core.llm import RetryNotice, ToolCall, Usage
+from dsh_core.model.classify import MISDIRECTED_STATUSES
+from dsh_core.model.seam import RetryNotice, ToolCall, Usage
+from dsh_core.session.events import ToolResult, TurnEnd
 from dsh_core.tools.base import count_lines
 
 from .cells import cut, width

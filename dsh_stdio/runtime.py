@@ -13,35 +13,35 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from dsh_core.approval import ApprovalPolicy, Asker
+from dsh_core.agent.approval import ApprovalPolicy, Asker
+from dsh_core.agent.compaction import REPL_WINDOW_ADVICE, WindowAdvice
+from dsh_core.agent.context import system_prompt
+from dsh_core.agent.loop import Conversation
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.compaction import REPL_WINDOW_ADVICE, WindowAdvice
-from dsh_core.context import system_prompt
-from dsh_core.deepseek import (
+from dsh_core.errors import FailureRecord, SessionLogError
+from dsh_core.extensions.skills import SkillCatalog, SkillTool, discover_skills, skills_section
+from dsh_core.extensions.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
+from dsh_core.model.deepseek import (
     CHAT_PATH,
     CONNECT_TIMEOUT,
     IDLE_TIMEOUT,
     READ_TIMEOUT,
     DeepSeekAdapter,
 )
-from dsh_core.errors import FailureRecord, SessionLogError
-from dsh_core.events import TurnEnd
-from dsh_core.llm import ChatModel, ToolCall
-from dsh_core.loop import Conversation
+from dsh_core.model.seam import ChatModel, ToolCall
+from dsh_core.model.urls import redact_url
 from dsh_core.session import SessionLog, SessionStore
-from dsh_core.skills import SkillCatalog, SkillTool, discover_skills, skills_section
-from dsh_core.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
+from dsh_core.session.events import TurnEnd
 from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
-from dsh_core.tools.sandbox import (
+from dsh_core.trust.sandbox import (
     INSTALL_HINT,
     AutoSandbox,
     Bwrap,
     choose_launcher,
     require_bwrap,
 )
-from dsh_core.tools.workspace import child_environment
-from dsh_core.urls import redact_url
+from dsh_core.trust.workspace import child_environment
 
 from .config import Config, StartupError
 from .jsonout import JsonView
@@ -51,8 +51,8 @@ from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
 
 if TYPE_CHECKING:
-    from dsh_core.mcp.servers import McpServers
-    from dsh_core.tools.trust import Kept
+    from dsh_core.extensions.mcp.servers import McpServers
+    from dsh_core.trust.policy import Kept
 
 __all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime", "shown_url"]
 
@@ -131,7 +131,7 @@ class Runtime:
         store = SessionStore(config.home)
         cwd = Path.cwd()
         if config.resume is not None:
-            from .sessions import session_id
+            from .commands.sessions import session_id
 
             log, report = store.open(session_id(store, config.resume))
             _enter_its_directory(log, err)
@@ -156,7 +156,7 @@ class Runtime:
                 err.write(f"dsh: {neutralise(notice)}\n")  # paths may hold anything
         servers = None
         if config.servers and config.tools:
-            from dsh_core.mcp.servers import McpServers
+            from dsh_core.extensions.mcp.servers import McpServers
 
             servers = McpServers(
                 config.servers,
@@ -251,7 +251,7 @@ class Runtime:
         started or not (the next start, from elsewhere, would run them)."""
         if not self.config.servers:
             return ()
-        from dsh_core.mcp.launch import server_files
+        from dsh_core.extensions.mcp.launch import server_files
 
         return server_files(self.config.servers, child_environment(), Path.home())
 

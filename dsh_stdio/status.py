@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsh_core.events import TurnEnd
+from dsh_core.session.events import TurnEnd
 
 __all__ = [
     "EXIT_FAILED",

@@ -13,18 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO, assert_never
 
-from dsh_core.chain import error_chain
-from dsh_core.events import ToolResult, TurnEnd
-from dsh_core.llm import (
-    Finish,
-    KeepAlive,
-    ReasoningDelta,
-    RetryNotice,
-    TextDelta,
-    ToolCallRequest,
-    Usage,
-)
-from dsh_core.loop import (
+from dsh_core.agent.loop import (
     Compacted,
     Compacting,
     LoopEvent,
@@ -33,6 +22,17 @@ from dsh_core.loop import (
     ToolStarting,
     TurnFailed,
 )
+from dsh_core.chain import error_chain
+from dsh_core.model.seam import (
+    Finish,
+    KeepAlive,
+    ReasoningDelta,
+    RetryNotice,
+    TextDelta,
+    ToolCallRequest,
+    Usage,
+)
+from dsh_core.session.events import ToolResult, TurnEnd
 
 from .render import (
     compacted_line,

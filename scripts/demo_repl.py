@@ -1,4 +1,5 @@
-"""The offline demo from a source checkout: the same as ``dsh --demo`` (see dsh_stdio/demo.py).
+"""The offline demo from a source checkout: the same as ``dsh --demo`` (see
+dsh_stdio/commands/demo.py).
 
 python scripts/demo_repl.py [--down] [--long-deltas N] [dsh flags...]
 """

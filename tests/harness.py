@@ -54,14 +54,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsh_core.approval import Answer, Question
+from dsh_core.agent.approval import Answer, Question
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.llm import ChatModel
 from dsh_core.masking import SECRETS
+from dsh_core.model.seam import ChatModel
 from dsh_stdio.__main__ import main
-from dsh_stdio.approve import VIEW, Layout, parse_answer, question_text
 from dsh_stdio.config import parse_config
 from dsh_stdio.runtime import Runtime
+from dsh_stdio.terminal.approve import VIEW, Layout, parse_answer, question_text
 from dsh_stdio.tty import Streams
 from tests.support import HANG_GUARD, Run, read_events
 
@@ -338,7 +338,7 @@ async def repl_in_process(
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output.plain_text import PlainTextOutput
 
-    from dsh_stdio.repl import run_repl
+    from dsh_stdio.terminal.repl import run_repl
 
     screen = Screen()
     surroundings = {**env, "TERM": "dumb", "LINES": str(rows), "COLUMNS": str(columns)}

@@ -36,7 +36,8 @@ def _modules_after(code: str) -> set[str]:
 
 def test_dsh_core_never_imports_the_front_door_or_prompt_toolkit() -> None:
     modules = _modules_after(
-        "import dsh_core, dsh_core.deepseek, dsh_core.loop, dsh_core.session, dsh_core.testing"
+        "import dsh_core, dsh_core.model.deepseek, dsh_core.agent.loop, dsh_core.session,"
+        " dsh_core.testing"
     )
     assert not {m for m in modules if m.startswith(("prompt_toolkit", "dsh_stdio"))}
 

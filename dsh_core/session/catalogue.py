@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..chain import error_chain
 from ..errors import SessionLogError
-from ..events import SessionEvent, TurnEnd, TurnStart, UserText
+from .events import SessionEvent, TurnEnd, TurnStart, UserText
 from .lines import FORMAT_VERSION, check_header, damaged, decode_event, header_version, text_prefix
 
 __all__ = [

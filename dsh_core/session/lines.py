@@ -6,7 +6,7 @@
 Pure functions over bytes, no I/O: the writer (:mod:`.log`), the loader that repairs
 (:mod:`.store`) and the readers that do not (:mod:`.catalogue`) all go through
 :func:`decode_event`, so a line means the same thing to each of them. A line's ``data`` is read
-by :func:`dsh_core.events.parse_record`.
+by :func:`dsh_core.session.events.parse_record`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from ..chain import error_chain
 from ..errors import SessionLogError, UsageError
-from ..events import SessionEvent, parse_record
+from .events import SessionEvent, parse_record
 
 __all__ = [
     "FORMAT_VERSION",

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import SessionLogError, UsageError
-from ..events import FORGOTTEN, Record, SessionEvent, SystemPrompt
+from .events import FORGOTTEN, Record, SessionEvent, SystemPrompt
 from .lines import encode_line, format_time
 
 __all__ = ["SessionLog", "lock", "write_all"]
@@ -134,8 +134,8 @@ class SessionLog:
 
         For a long session: what a compaction replaced is never sent again, and holding it
         would make memory grow with the session. Each such event reads as
-        :data:`~dsh_core.events.FORGOTTEN` from then on, but for the system prompt, which every
-        request sends. A history must have followed the log from its start (the usage it adds
+        :data:`~dsh_core.session.events.FORGOTTEN` from then on, but for the system prompt, which
+        every request sends. A history must have followed the log from its start (the usage it adds
         up, for one, counted what is let go of).
         """
         end = min(through + 1, len(self.events))

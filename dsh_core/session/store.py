@@ -15,7 +15,7 @@ Usage::
 Loading is the only place that changes existing bytes, and only at the tail: a torn last line is
 truncated, damage after the last complete ``turn/end`` is moved byte for byte into a sidecar
 file, and a turn left open is closed by answering the tool calls it left (see
-:func:`dsh_core.history.closing_records`) and appending ``turn/end {kind: "interrupted"}``.
+:func:`dsh_core.session.closing.closing_records`) and appending ``turn/end {kind: "interrupted"}``.
 Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. Readers
 that must not lock or repair (``--sessions``, ``--show``) use :meth:`SessionStore.summaries`
 and :meth:`SessionStore.read`. The design note is ``docs/notes/2026-11-30-session-log.md``.
@@ -36,10 +36,10 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from ..errors import SessionLogError, UsageError
-from ..events import Record, SessionEvent, TurnEnd, TurnStart
 from ..fileio import fsync_directory
-from ..history import closing_records
 from .catalogue import SessionSummary, StoredSession, read_log, summarise_log
+from .closing import closing_records
+from .events import Record, SessionEvent, TurnEnd, TurnStart
 from .lines import (
     FORMAT_VERSION,
     check_header,

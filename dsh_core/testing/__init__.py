@@ -1,6 +1,6 @@
 """Fakes for tests and the demo, shipped with dsh as ``trio.testing`` ships with trio.
 
-- :class:`ScriptedModel`: a :class:`~dsh_core.llm.ChatModel` that plays queued event scripts.
+- :class:`ScriptedModel`: a :class:`~dsh_core.model.seam.ChatModel` that plays queued event scripts.
 - :class:`ManualClock`: a :class:`~dsh_core.clock.Clock` that moves when a test says so.
 - :mod:`.conformance`: the checks every ``ChatModel`` passes, the fake and the adapter alike.
 - :class:`StubServer`: a real OpenAI-compatible server on loopback that fails on demand; the

@@ -1,4 +1,5 @@
-"""A battery every :class:`~dsh_core.llm.ChatModel` passes, as trio's ``check_one_way_stream``.
+"""A battery every :class:`~dsh_core.model.seam.ChatModel` passes, as trio's
+``check_one_way_stream``.
 
     await check_chat_model(scripted_model)   # the fake
     await check_chat_model(stub_adapter)     # the real adapter, over the stub server
@@ -19,7 +20,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from ..errors import AUTH, LlmError
-from ..llm import ChatModel, ChatRequest, Event, Finish, TextDelta, UserMessage
+from ..model.seam import ChatModel, ChatRequest, Event, Finish, TextDelta, UserMessage
 from .clock import ManualClock
 from .scripted import Hang, Script, ScriptedModel
 
@@ -85,7 +86,7 @@ async def scripted_model(scenarios: Sequence[Scenario]) -> AsyncIterator[ChatMod
 async def stub_adapter(scenarios: Sequence[Scenario]) -> AsyncIterator[ChatModel]:
     """The scenarios played by the stub server, to a :class:`DeepSeekAdapter` on a clock of
     its own (no timer fires on its own: a stuck answer stays stuck)."""
-    from ..deepseek import DeepSeekAdapter
+    from ..model.deepseek import DeepSeekAdapter
     from .behaviours import Answer, Behaviour, HttpError, Stall
     from .server import StubServer
 

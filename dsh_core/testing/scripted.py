@@ -1,10 +1,11 @@
-"""A scripted :class:`~dsh_core.llm.ChatModel`: tests and fixtures queue what each request yields.
+"""A scripted :class:`~dsh_core.model.seam.ChatModel`: tests and fixtures queue what each request
+yields.
 
 model = ScriptedModel()
 model.enqueue([TextDelta("Hello"), Finish("stop")], LlmError("overloaded", "SERVER"))
 model.enqueue([TextDelta("Partial"), Hang()])    # then nothing, until the request is cancelled
 
-It behaves as :class:`~dsh_core.deepseek.DeepSeekAdapter` does where the loop can tell (the
+It behaves as :class:`~dsh_core.model.deepseek.DeepSeekAdapter` does where the loop can tell (the
 conformance kit, :mod:`.conformance`, checks both): failures are ``LlmError``, and a cancelled
 request lets ``CancelledError`` through.
 """
@@ -16,7 +17,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..llm import ChatRequest, Event
+from ..model.seam import ChatRequest, Event
 
 __all__ = ["Hang", "Script", "ScriptedModel"]
 

@@ -10,7 +10,7 @@ message stays the last user message, and the number of tool-calling assistant me
 says which step this is. When a word's calls are done, the answer quotes the first line of each
 result of the turn (``Tool results: [read] 1<tab>Hello...``), so a test sees what reached the model.
 
-A compaction's summary request (its last message is dsh's :data:`~dsh_core.compaction.
+A compaction's summary request (its last message is dsh's :data:`~dsh_core.agent.compaction.
 SUMMARY_REQUEST`) is answered with :func:`stub_summary`, whatever words it holds.
 """
 
@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ..compaction import SUMMARY_REQUEST
+from ..agent.compaction import SUMMARY_REQUEST
 from .behaviours import (
     Answer,
     Behaviour,

@@ -7,6 +7,8 @@
 command. What each needs is an :class:`Access`, which the approval policy decides on. The
 built-in tools' descriptions (:mod:`.specs`) are all a request needs; each tool's code is
 imported when the model first calls it, so that a run that calls none does not pay for them.
+
+May import: the leaves, :mod:`dsh_core.model`, :mod:`dsh_core.session`, :mod:`dsh_core.trust`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..llm import ToolSpec
+from ..model.seam import ToolSpec
+from ..trust.launchers import UNSANDBOXED as UNSANDBOXED
+from ..trust.launchers import Launcher as Launcher
+from ..trust.workspace import Workspace as Workspace
 from . import specs
 from .base import Access as Access
 from .base import AccessKind as AccessKind
@@ -23,9 +28,6 @@ from .base import Tool as Tool
 from .base import Toolbox as Toolbox
 from .base import ToolError as ToolError
 from .base import ToolOutput as ToolOutput
-from .launchers import UNSANDBOXED as UNSANDBOXED
-from .launchers import Launcher as Launcher
-from .workspace import Workspace as Workspace
 
 __all__ = [
     "UNSANDBOXED",

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..errors import TOOL_FAILED, Code, HarnessError
-from ..events import ToolOutput as ToolOutput
-from ..llm import ToolCall, ToolSpec
+from ..model.seam import ToolCall, ToolSpec
+from ..session.events import ToolOutput as ToolOutput
 
 __all__ = [
     "Access",
@@ -57,9 +57,9 @@ class Access:
     leaves_sandbox: bool = False
     """A command that asked to run outside the sandbox: always asked on a terminal."""
     protected: tuple[str, ...] = ()
-    """Protected paths and credentials the call touches (SPEC 10.2, 10.4; see :mod:`.trust`),
-    as the question shows them: asked every time on a terminal, refused on a pipe whatever
-    ``--allow`` says."""
+    """Protected paths and credentials the call touches (SPEC 10.2, 10.4; see
+    :mod:`dsh_core.trust.policy`), as the question shows them: asked every time on a terminal,
+    refused on a pipe whatever ``--allow`` says."""
     note: str = ""
     """A remark for the approval question, e.g. ``(sandboxed: writes only /src, no network)``."""
     scope: str | None = ""

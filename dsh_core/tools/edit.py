@@ -11,11 +11,11 @@ half of one. The old file's permission bits (and owner, where allowed) are kept;
 gets ``0o666`` less the umask.
 
 A path is checked with its symlinks followed, so a write through a symlink changes the file it
-points to (and is judged by it: ``notes.md -> .git/config`` is protected). The write itself
-follows none (SPEC 10.11): the directory is opened by the resolved path without following a
-symlink (:mod:`.beneath`), and the temporary file and the rename happen in that open directory,
-so a symlink swapped in after the check is refused, never followed. A file with more than one
-name (a hard link) is refused: another of its names may be outside the working directory.
+points to (and is judged by it: ``notes.md -> .git/config`` is protected). The write itself follows
+none (SPEC 10.11): the directory is opened by the resolved path without following a symlink
+(:mod:`dsh_core.trust.beneath`), and the temporary file and the rename happen in that open
+directory, so a symlink swapped in after the check is refused, never followed. A file with more than
+one name (a hard link) is refused: another of its names may be outside the working directory.
 
 The approval question shows a unified diff (:attr:`Invocation.preview`, from :mod:`.diff`).
 """
@@ -30,10 +30,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..fileio import format_size, fsync_descriptor
-from ..llm import ToolSpec
+from ..model.seam import ToolSpec
+from ..trust.beneath import open_directory
+from ..trust.workspace import Fingerprint, Workspace
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput, count_lines
-from .beneath import open_directory
 from .diff import unified_diff
 from .paths import (
     Target,
@@ -46,7 +47,6 @@ from .paths import (
 )
 from .regular import check_regular, check_unchanged, open_regular
 from .specs import MAX_EDIT_BYTES
-from .workspace import Fingerprint, Workspace
 
 __all__ = ["EditTool", "WriteTool", "write_atomically"]
 

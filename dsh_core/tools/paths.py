@@ -10,14 +10,14 @@ followed; whatever lands outside the root is *outside*, which the approval polic
     target.outside   # () inside, else (target.real,): what Access lists
     target.guarded(writing=True)   # ("notes.md -> .git/config (protected: .git/config)",)
 
-The policy of :mod:`.trust` is applied here for every file tool: a path is judged by where it
-resolves. One in a credential location (``~/.ssh``, ``DSH_HOME``, ...) or, for ``write`` and
-``edit``, in a protected one (anything under a ``.git``, ``AGENTS.md``, dsh's own installation,
-what git's configuration names: :meth:`.trust.Protection.reason`) needs a person's yes each
-time (:meth:`Target.guarded`, which :attr:`Access.protected` lists). One that leads into dsh's
-own ``/proc`` files, by any spelling (``/proc/self``, ``/dev/fd/...``, a symlink, ``..`` after
-``/proc/self/cwd``), is refused outright: every step of the resolution is checked, not only its
-end (:func:`real_path`).
+The policy of :mod:`dsh_core.trust.policy` is applied here for every file tool: a path is judged by
+where it resolves. One in a credential location (``~/.ssh``, ``DSH_HOME``, ...) or, for ``write``
+and ``edit``, in a protected one (anything under a ``.git``, ``AGENTS.md``, dsh's own installation,
+what git's configuration names: :meth:`dsh_core.trust.policy.Protection.reason`) needs a person's
+yes each time (:meth:`Target.guarded`, which :attr:`Access.protected` lists). One that leads into
+dsh's own ``/proc`` files, by any spelling (``/proc/self``, ``/dev/fd/...``, a symlink, ``..`` after
+``/proc/self/cwd``), is refused outright: every step of the resolution is checked, not only its end
+(:func:`real_path`).
 
 Names are never cleaned up here: the front door neutralises what it shows on a terminal. What
 must stay on one line (a summary, the lists of ``glob`` and ``grep``) quotes a name with a line
@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..trust.credentials import own_process_reason
 from .base import ToolError
-from .credentials import own_process_reason
 
 if TYPE_CHECKING:
-    from .workspace import Workspace
+    from ..trust.workspace import Workspace
 
 __all__ = [
     "Target",
@@ -77,7 +77,8 @@ class Target:
     credentials: str | None = None
     """The credential location ``real`` is in (SPEC 10.4: ``~/.ssh``, ``DSH_HOME``, ...)."""
     judge: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
-    """Names the protected location of a real path (:meth:`.trust.Protection.reason`)."""
+    """Names the protected location of a real path
+    (:meth:`dsh_core.trust.policy.Protection.reason`)."""
 
     @functools.cached_property
     def protected(self) -> str | None:

@@ -31,7 +31,7 @@ After any of these, the rest of the group gets SIGKILL: no child in the group ou
 
 Before the first child starts, dsh makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``,
 :func:`hide_own_environment`): the API key is gone from the child's environment and, since
-start-up, from the environment block ``/proc/<dsh>/environ`` shows (:mod:`dsh_core.startenv`),
+start-up, from the environment block ``/proc/<dsh>/environ`` shows (:mod:`dsh_core.trust.startenv`),
 but dsh's memory holds its own copy. Other processes of that user can then read none of dsh's
 ``/proc`` files that need ptrace access (and cannot attach a debugger); root still can.
 
@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal, TypeVar
 
 from ..chain import error_chain
-from ..events import ToolOutput
 from ..masking import StreamMasker
+from ..session.events import ToolOutput
 
 if TYPE_CHECKING:
     import subprocess

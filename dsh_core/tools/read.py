@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from ..fileio import format_size
-from ..llm import ToolSpec
+from ..model.seam import ToolSpec
+from ..trust.workspace import Fingerprint, Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
 from .paths import Target, check_arguments, counted, display_path, int_argument, resolve_path
 from .regular import open_regular
 from .specs import MAX_LINE_CHARS, MAX_LINES, MAX_OUTPUT_BYTES
 from .stoppable import stoppable
-from .workspace import Fingerprint, Workspace
 
 __all__ = ["SNIFF_BYTES", "ReadTool", "read_text"]
 

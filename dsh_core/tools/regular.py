@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import stat
 
+from ..trust.workspace import Fingerprint, Workspace
 from .base import ToolError
 from .paths import Target
-from .workspace import Fingerprint, Workspace
 
 __all__ = ["check_regular", "check_unchanged", "open_regular"]
 

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..fileio import read_up_to
-from ..llm import ToolSpec
+from ..model.seam import ToolSpec
+from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
 from .linear import LinearRegex, check_length, linear_regex
@@ -34,7 +35,6 @@ from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
 from .stoppable import stoppable
 from .walk import Walk, glob_test, rules_above, split_pattern
-from .workspace import Workspace
 
 __all__ = ["GlobTool", "GrepTool", "literal_prefix"]
 

@@ -15,17 +15,18 @@ for a non-zero status or ``[killed by signal N (SIGX)]``. A timeout is a failure
 (``command timed out after N s``) with the partial output after it; a cancelled call is an
 ``ABORTED`` failure with its partial output.
 
-How the shell is started is a :class:`~.launchers.Launcher`'s business: for each command it
-gives a :class:`~.launchers.Launch` (the command line that is run, descriptors to pass, where
-Ctrl-C goes, and lines for the result once it ended), and it names what the approval question says
-about it (:data:`~.launchers.UNSANDBOXED`: ``(not sandboxed)``). A :class:`~.launchers.Sandbox`
-is a launcher that confines the command, as bubblewrap does (:mod:`.sandbox`: ``bwrap ... --
-bash -c <command>``, writing only in the working directory, no network). The shell itself is
-never taken from a ``PATH`` directory inside the working directory. A call may ask to leave it
-(``sandbox: false`` with a ``justification``: its :class:`~dsh_core.tools.base.Access` has
-``leaves_sandbox``, which is always asked about), and a command that exits non-zero inside it
-gets a last line saying what the sandbox forbids. A :class:`~.launchers.DeferredLauncher`
-chooses its launcher at the first call (``--sandbox auto`` probes bwrap only then).
+How the shell is started is a :class:`~dsh_core.trust.launchers.Launcher`'s business: for each
+command it gives a :class:`~dsh_core.trust.launchers.Launch` (the command line that is run,
+descriptors to pass, where Ctrl-C goes, and lines for the result once it ended), and it names what
+the approval question says about it (:data:`~dsh_core.trust.launchers.UNSANDBOXED`: ``(not
+sandboxed)``). A :class:`~dsh_core.trust.launchers.Sandbox` is a launcher that confines the command,
+as bubblewrap does (:mod:`dsh_core.trust.sandbox`: ``bwrap ... -- bash -c <command>``, writing only
+in the working directory, no network). The shell itself is never taken from a ``PATH`` directory
+inside the working directory. A call may ask to leave it (``sandbox: false`` with a
+``justification``: its :class:`~dsh_core.tools.base.Access` has ``leaves_sandbox``, which is always
+asked about), and a command that exits non-zero inside it gets a last line saying what the sandbox
+forbids. A :class:`~dsh_core.trust.launchers.DeferredLauncher` chooses its launcher at the first
+call (``--sandbox auto`` probes bwrap only then).
 """
 
 from __future__ import annotations
@@ -39,15 +40,15 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from ..errors import ABORTED
-from ..llm import ToolSpec
+from ..model.seam import ToolSpec
+from ..trust.confinement import on_path
+from ..trust.launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
+from ..trust.planted import planted
+from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError, ToolOutput
-from .confinement import on_path
-from .launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
-from .planted import planted
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
-from .workspace import Workspace
 
 __all__ = ["LEAVING_NOTE", "BashTool", "command_word", "shell_argv"]
 

@@ -8,7 +8,7 @@ implementations use these same constants.
 
 from __future__ import annotations
 
-from ..llm import ToolSpec
+from ..model.seam import ToolSpec
 
 __all__ = [
     "BASH",

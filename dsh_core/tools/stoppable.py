@@ -18,7 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from ..events import ToolOutput
+from ..session.events import ToolOutput
 
 __all__ = ["in_daemon_thread", "stoppable"]
 

@@ -13,7 +13,7 @@ leave out:
   yielded; :meth:`Walk.barrier` says whether it may be read through (only into the working
   directory, or into the search directory when that is outside and was approved; never into a
   credential location or dsh's own process files).
-- Credential locations (``~/.ssh``, ``DSH_HOME``, ... of :mod:`.trust`) and dsh's own
+- Credential locations (``~/.ssh``, ``DSH_HOME``, ... of :mod:`dsh_core.trust.policy`) and dsh's own
   ``/proc/<pid>`` are stepped around (SPEC 10.4): a walk over ``~`` or ``/`` never enters them.
   One asked for by name, approved by a person, is walked.
 - FIFOs, sockets and devices are never yielded, so never opened.
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ..trust.credentials import Credentials, own_process_reason
 from .base import ToolError
-from .credentials import Credentials, own_process_reason
 from .linear import LinearRegex, check_length, linear_regex, literal
 from .paths import counted, is_within, list_name, real_path
 

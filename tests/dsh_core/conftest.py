@@ -10,7 +10,7 @@ import pytest
 
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import ScriptedModel
-from tests.dsh_core.test_session import CWD, numbered, ticking
+from tests.dsh_core.session.test_session import CWD, numbered, ticking
 
 
 @pytest.fixture

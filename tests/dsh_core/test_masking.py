@@ -10,16 +10,16 @@ import asyncio
 
 import pytest
 
+from dsh_core.agent.loop import Conversation, LoopEvent
 from dsh_core.chain import error_chain
-from dsh_core.events import AssistantStep, SystemPrompt, ToolResult, UserText
-from dsh_core.llm import Finish, ReasoningDelta, TextDelta, ToolCall, ToolCallRequest
-from dsh_core.loop import Conversation, LoopEvent
 from dsh_core.masking import SECRETS, Secrets, StreamMasker, hide, mask
+from dsh_core.model.seam import Finish, ReasoningDelta, TextDelta, ToolCall, ToolCallRequest
+from dsh_core.model.urls import redact_url
 from dsh_core.session import SessionLog
+from dsh_core.session.events import AssistantStep, SystemPrompt, ToolResult, UserText
 from dsh_core.testing import ScriptedModel
-from dsh_core.tools.workspace import child_environment
-from dsh_core.urls import redact_url
-from tests.dsh_core.test_loop_tools import FakeTool, conversation_with, records
+from dsh_core.trust.workspace import child_environment
+from tests.dsh_core.agent.test_loop_tools import FakeTool, conversation_with, records
 
 KEY = "sk-dsh-canary-0123456789abcdef"
 MASKED = "[DEEPSEEK_API_KEY]"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dsh_core.testing import StubServer
-from dsh_stdio.demo import DEMO_FILE_TEXT
+from dsh_stdio.commands.demo import DEMO_FILE_TEXT
 from tests.support import DSH, assert_no_canary, child_env
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from dsh_core.testing import StubServer, ToolCalls, validate_request
-from dsh_core.tools.sandbox import probe_bwrap
+from dsh_core.trust.sandbox import probe_bwrap
 from tests.support import (
     CANARY_KEY,
     DSH,

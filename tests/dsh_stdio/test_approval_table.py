@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 import pytest
 
-from dsh_core.approval import TOOL_GRANTS, ApprovalPolicy, Grant
-from dsh_core.events import ApprovalOutcome
-from dsh_core.llm import ToolCall
+from dsh_core.agent.approval import TOOL_GRANTS, ApprovalPolicy, Grant
+from dsh_core.model.seam import ToolCall
+from dsh_core.session.events import ApprovalOutcome
 from dsh_core.tools import Toolbox, Workspace, builtin_tools
 from tests.harness import ScriptedAsker
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_core.approval import Answer, Question
-from dsh_core.llm import ToolCall
+from dsh_core.agent.approval import Answer, Question
+from dsh_core.model.seam import ToolCall
 from dsh_core.tools import Access, Invocation, ToolOutput
 from dsh_core.tools.shell import LEAVING_NOTE, command_word
-from dsh_stdio.approve import VIEW, Layout, parse_answer, question_text
+from dsh_stdio.terminal.approve import VIEW, Layout, parse_answer, question_text
 
 BOXED = "(sandboxed: writes only /src/app, no network)"
 

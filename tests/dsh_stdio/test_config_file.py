@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.chain import error_chain
-from dsh_core.mcp import ServerSpec
+from dsh_core.extensions.mcp import ServerSpec
 from dsh_stdio.config import StartupError, parse_config, with_servers
 from dsh_stdio.config_file import ConfigFileError, read_config_file
 

@@ -1,8 +1,8 @@
 """Skills and subagents end to end: the real ``dsh`` on a pipe against the stub model.
 
-The logic is tested in-process (tests/dsh_core/test_skills.py, test_subagent.py, test_calls.py);
-these runs prove what only the real process shows: where skills are found, what the system
-prompt says, what the transcript shows, and how the sessions are listed and shown.
+The logic is tested in-process (tests/dsh_core/extensions/test_skills.py, test_subagent.py,
+test_calls.py); these runs prove what only the real process shows: where skills are found, what the
+system prompt says, what the transcript shows, and how the sessions are listed and shown.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ context-window 400 compacts once and retries, and a SIGKILL while a compaction i
 leaves a session that resumes and sends a valid request. Kills wait for what the log and the
 stub show (a line written, a request received), never for a time; :data:`HANG` bounds a hang.
 The states between two log lines, which no process can be caught in, are each resumed in
-process (``tests/dsh_core/test_compaction.py``).
+process (``tests/dsh_core/agent/test_compaction.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dsh_core.history import CHECKPOINT_HEADING
+from dsh_core.agent.history import CHECKPOINT_HEADING
 from dsh_core.testing import Answer, Held, StubServer, ToolCalls, validate_request
 from tests.harness import run_in_process
 from tests.support import DSH, Run, assert_no_canary, child_env, scan_log, wait_until

@@ -7,7 +7,7 @@ import unicodedata
 import pytest
 
 from dsh_core.errors import FailureRecord
-from dsh_core.events import ToolOutput, ToolResult, TurnEnd
+from dsh_core.session.events import ToolOutput, ToolResult, TurnEnd
 from dsh_stdio import render
 from dsh_stdio.render import (
     clip,

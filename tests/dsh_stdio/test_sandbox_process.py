@@ -41,10 +41,10 @@ from typing import Any
 import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
-from dsh_core.tools.sandbox import probe_bwrap
 from dsh_core.tools.shell import LEAVING_NOTE
+from dsh_core.trust.sandbox import probe_bwrap
 from tests import support
-from tests.dsh_core.test_tools_sandbox import processes_with, removed, wait_processes_gone
+from tests.dsh_core.trust.test_sandbox import processes_with, removed, wait_processes_gone
 from tests.dsh_stdio.test_agent_pipe import (
     assert_log_whole,
     assert_requests_valid,

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from dsh_core.errors import FailureRecord, SessionLogError
-from dsh_core.events import (
+from dsh_core.model.seam import ToolCall, Usage
+from dsh_core.session import SessionLog, SessionStore
+from dsh_core.session.events import (
     ApprovalDecided,
     AssistantStep,
     Record,
@@ -36,18 +38,16 @@ from dsh_core.events import (
     UnknownEvent,
     UserText,
 )
-from dsh_core.llm import ToolCall, Usage
-from dsh_core.session import SessionLog, SessionStore
 from dsh_core.testing import Stall, StubServer
-from dsh_stdio.config import parse_config
-from dsh_stdio.render import INTERRUPTED_LINE
-from dsh_stdio.sessions import (
+from dsh_stdio.commands.sessions import (
     list_sessions,
     print_listing,
     print_transcript,
     session_id,
     show_session,
 )
+from dsh_stdio.config import parse_config
+from dsh_stdio.render import INTERRUPTED_LINE
 from tests.harness import run_in_process
 from tests.support import DSH, Run, child_env
 
@@ -615,7 +615,7 @@ def test_show_without_user_and_tool_lines_is_the_pipe_runs_stdout(
     # The same through a real process's stdout, in bytes.
     script = (
         "import sys; from pathlib import Path; from dsh_core.session import SessionStore; "
-        "from dsh_stdio.sessions import print_transcript; "
+        "from dsh_stdio.commands.sessions import print_transcript; "
         f"sys.exit(print_transcript(SessionStore(Path({str(home)!r})), Path.cwd(), 'last', "
         "out=sys.stdout, err=sys.stderr, terminal=False))"
     )

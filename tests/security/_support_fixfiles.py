@@ -30,12 +30,12 @@ from typing import Any
 
 import pytest
 
-from dsh_core.approval import ApprovalPolicy, Grant, allowed
-from dsh_core.llm import ToolCall
+from dsh_core.agent.approval import ApprovalPolicy, Grant, allowed
 from dsh_core.masking import mask
+from dsh_core.model.seam import ToolCall
 from dsh_core.tools import Launcher, Toolbox, ToolOutput, builtin_tools
-from dsh_core.tools.sandbox import choose_launcher
-from dsh_core.tools.workspace import Workspace
+from dsh_core.trust.sandbox import choose_launcher
+from dsh_core.trust.workspace import Workspace
 from tests.support import CANARY_KEY
 
 __all__ = ["Attacker", "attacker_fixture", "evil_script", "git_env", "payload"]

@@ -16,12 +16,12 @@ from typing import Any
 
 import pyte
 
-from dsh_core.approval import Question
-from dsh_core.llm import ToolCall
+from dsh_core.agent.approval import Question
+from dsh_core.model.seam import ToolCall
 from dsh_core.tools import Toolbox, Workspace, builtin_tools
-from dsh_core.tools.sandbox import Bwrap
-from dsh_stdio.approve import Layout, question_text
+from dsh_core.trust.sandbox import Bwrap
 from dsh_stdio.render import tool_call_line
+from dsh_stdio.terminal.approve import Layout, question_text
 
 __all__ = ["COLUMNS", "ROWS", "Asked", "on_screen", "question_screen", "screen"]
 

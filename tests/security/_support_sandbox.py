@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
-from dsh_core.tools.sandbox import probe_bwrap
+from dsh_core.trust.sandbox import probe_bwrap
 from tests import support
 from tests.dsh_stdio.test_agent_pipe import HANG, Run, assert_log_whole, data_of
 from tests.harness import run_in_process

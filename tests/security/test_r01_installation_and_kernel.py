@@ -60,7 +60,7 @@ def installed(attacker: Attacker) -> Path:
 
 @pytest.mark.parametrize(
     "path",
-    [f".venv/{SITE}/zz_atk.pth", ".venv/bin/dsh", ".venv/pyvenv.cfg", "dsh_core/loop.py"],
+    [f".venv/{SITE}/zz_atk.pth", ".venv/bin/dsh", ".venv/pyvenv.cfg", "dsh_core/agent/loop.py"],
     ids=["pth", "script", "pyvenv-cfg", "editable-checkout"],
 )
 def test_allow_write_does_not_let_the_model_rewrite_dsh_s_own_installation(

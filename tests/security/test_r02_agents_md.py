@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_core.context import system_prompt
-from dsh_core.skills import discover_skills
+from dsh_core.agent.context import system_prompt
+from dsh_core.extensions.skills import discover_skills
 from tests.security._support_fixfiles import Attacker, attacker_fixture
 from tests.security._support_sandbox import needs_bwrap
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.approval import ApprovalPolicy
-from dsh_core.llm import Finish, TextDelta, ToolCall, ToolCallRequest
-from dsh_core.loop import Conversation
+from dsh_core.agent.approval import ApprovalPolicy
+from dsh_core.agent.loop import Conversation
 from dsh_core.masking import hide
+from dsh_core.model.seam import Finish, TextDelta, ToolCall, ToolCallRequest
 from dsh_core.session import SessionStore
 from dsh_core.testing import ScriptedModel, StubServer, ToolCalls
 from dsh_core.tools import Toolbox, Workspace

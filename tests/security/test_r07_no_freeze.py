@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.tools import Invocation, ToolError, ToolOutput, read
-from tests.dsh_core.test_tools_builtin import Tools, tools
+from tests.dsh_core.tools.test_builtin import Tools, tools
 
 __all__ = ["tools"]
 

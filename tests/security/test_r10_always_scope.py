@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.approval import Answer, ApprovalPolicy, Question
-from dsh_core.llm import ToolCall
+from dsh_core.agent.approval import Answer, ApprovalPolicy, Question
+from dsh_core.model.seam import ToolCall
 from dsh_core.tools import Workspace
 from dsh_core.tools.shell import BashTool
-from tests.dsh_core.test_tools_shell import bash_run
+from tests.dsh_core.tools.test_shell import bash_run
 
 
 class Person:

@@ -20,8 +20,8 @@ import pexpect
 import pytest
 
 from dsh_core.testing import StubServer, ToolCalls
-from dsh_core.tools.sandbox import probe_bwrap
-from dsh_stdio.approve import VIEW, parse_answer
+from dsh_core.trust.sandbox import probe_bwrap
+from dsh_stdio.terminal.approve import VIEW, parse_answer
 from tests.security._support_fixshow import COLUMNS, ROWS, on_screen, question_screen, screen
 from tests.support import CANARY_KEY, DSH, HANG_GUARD, child_env, wait_raw_mode
 

@@ -26,9 +26,9 @@ import pytest
 from dsh_core.testing import StubServer
 from dsh_core.tools import Workspace
 from dsh_core.tools.base import Access
-from dsh_core.tools.sandbox import probe_bwrap
 from dsh_core.tools.shell import BashTool
-from tests.dsh_core.test_tools_shell import bash_run
+from dsh_core.trust.sandbox import probe_bwrap
+from tests.dsh_core.tools.test_shell import bash_run
 from tests.harness import Terminal, on_terminal
 from tests.security._support_display import (  # noqa: F401 (fixtures, used by name)
     call,

@@ -21,7 +21,7 @@ from dsh_core.testing import StubServer
 from dsh_core.tools import ToolError, Workspace
 from dsh_core.tools.edit import EditTool, WriteTool
 from dsh_core.tools.read import ReadTool
-from tests.dsh_core.test_tools_builtin import complete
+from tests.dsh_core.tools.test_builtin import complete
 from tests.security._support_toolrules import (
     Terminal,
     asked_line,

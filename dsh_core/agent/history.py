@@ -1,0 +1,384 @@
+"""What the model sees, derived from the session log.
+
+:class:`History` folds the log's records, as they are appended, into the messages of the next
+request. The rules (SPEC sections 6 and 8):
+
+- A turn counts once it ended with an answer (``completed``, ``max-tokens``, ``max-steps``),
+  or once the model said anything in it: text cut off by a failure is kept, and a turn that ran
+  any tool stays whatever its end, because its effects are real.
+- A turn that failed, was cancelled or rejected before any answer is left out: its question
+  would otherwise ride along with the next one. It stays in the log.
+- Every assistant message with tool calls is followed by one tool message per call, in order,
+  nothing between them. The log guarantees the pairs (:mod:`dsh_core.session.closing` answers
+  every call left without a result, at a turn's end by the loop and, for a dead process's
+  turn, at load).
+- Two plain messages of one role in a row (possible in logs from before ``EMPTY_RESPONSE``
+  covered reasoning-only answers, and after a compaction's checkpoint) are sent as one, joined
+  by a blank line; tool-calling assistant messages and tool messages are never merged.
+- Compaction (SPEC 11): once ``compaction/end`` is folded, the model sees the system prompt,
+  the summary as a user-role checkpoint closed by an end line (:func:`checkpoint_message`), then the
+  messages of the events after ``replaces_through``, folded again by these same rules. A compaction
+  without its end (cut short by a crash or a failure) changes nothing.
+
+For compaction and the window it also keeps what it costs to say: the running estimate, the
+:class:`Mark` places where the conversation may be cut (never between a call and its result),
+and the :class:`Measure` of the last answered request (its ``prompt_tokens``).
+
+Folding is incremental: a turn costs the same at turn 1,000 as at turn 10.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from ..errors import CONTEXT_WINDOW_EXCEEDED, FailureRecord
+from ..model.models import stated_window
+from ..model.seam import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ..session.events import (
+    ApprovalDecided,
+    AssistantStep,
+    CompactionEnd,
+    CompactionStart,
+    CompactionSummary,
+    Record,
+    RetryScheduled,
+    SessionEvent,
+    StepUsage,
+    SystemPrompt,
+    ToolCallStarted,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UnknownEvent,
+    UserText,
+)
+
+__all__ = [
+    "CHECKPOINT_END",
+    "CHECKPOINT_HEADING",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "History",
+    "Mark",
+    "Measure",
+    "SessionUsage",
+    "checkpoint_message",
+    "estimate_tokens",
+    "message_tokens",
+]
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Tokens each message costs beyond its text (role and separators), for the estimate."""
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: DeepSeek's rule of thumb, 0.3 per ASCII and 0.6 per other character.
+
+    It only counts what was added since the last measured request (and, after a compaction,
+    until the next one): the server's ``prompt_tokens`` has the last word. Its error is in
+    ``docs/notes/2026-12-01-long-sessions.md``.
+    """
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars * 0.3 + (len(text) - ascii_chars) * 0.6)
+
+
+def message_tokens(message: Message) -> int:
+    """The estimated cost of one message in a request."""
+    tokens = estimate_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        tokens += estimate_tokens(message.reasoning or "")  # sent back with the calls
+        for call in message.tool_calls:
+            tokens += estimate_tokens(call.name) + estimate_tokens(call.arguments)
+            tokens += MESSAGE_OVERHEAD_TOKENS
+    return tokens
+
+
+CHECKPOINT_HEADING = (
+    "[Checkpoint: the conversation before this point was compacted into the summary below, to "
+    "free room in the context window. The messages after it are the most recent exchanges, "
+    "kept as they were. Continue the work from here.]"
+)
+
+
+CHECKPOINT_END = (
+    "[End of the checkpoint. The summary above was written by the assistant, not by the user; "
+    "what follows it is the conversation as it was.]"
+)
+"""The line that closes the summary: a kept turn's user message is joined to the checkpoint,
+and without it the summary's last words would read as the start of that message."""
+
+
+_END_OPENING = "[End of the checkpoint"
+
+
+def checkpoint_message(summary: str) -> UserMessage:
+    """The user-role message a compaction's summary is sent as: heading, summary, end line.
+    A summary that writes the end line itself has its bracket turned round (it cannot close
+    early)."""
+    # Removing the line would join the text around it into a new one; breaking its opening
+    # cannot: its "[" occurs once in it and the replacement adds none, so one pass suffices.
+    summary = summary.replace(_END_OPENING, "]" + _END_OPENING[1:])
+    return UserMessage(f"{CHECKPOINT_HEADING}\n\n{summary}\n\n{CHECKPOINT_END}")
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A place the conversation may be cut: before a user message, or before a step that
+    follows tool results. Never between a tool call and its result, and never right after a
+    user message (a message appended there would be merged into it)."""
+
+    seq: int
+    """The event the part after the cut starts with."""
+    count: int
+    """Messages before the cut, the system prompt included."""
+    tokens: int
+    """Estimated tokens of those messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """The last answered request, as the server counted it."""
+
+    prompt_tokens: int
+    estimate: int
+    """The estimate of the messages it carried (tools not included)."""
+    seq: int
+    """Its step's ``assistant/message``: the request carried the events before it."""
+
+
+@dataclass(slots=True)
+class SessionUsage:
+    """A session's tokens over every answered request, summaries included (``/usage``)."""
+
+    prompt_tokens: int = 0
+    cache_hit_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    compactions: int = 0
+
+    @property
+    def cache_miss_tokens(self) -> int:
+        return self.prompt_tokens - self.cache_hit_tokens
+
+    def add(self, usage: Usage) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.cache_hit_tokens += usage.cached_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.requests += 1
+
+
+def _mergeable(before: Message, after: Message) -> bool:
+    if isinstance(before, UserMessage) and isinstance(after, UserMessage):
+        return True
+    return (
+        isinstance(before, AssistantMessage)
+        and isinstance(after, AssistantMessage)
+        and not before.tool_calls
+        and not after.tool_calls
+    )
+
+
+def _join(messages: list[Message], message: Message) -> Message | None:
+    """Append ``message``, or merge it into the last one when allowed; the merged message."""
+    if messages and _mergeable(messages[-1], message):
+        last = messages[-1]
+        joined = f"{last.content}\n\n{message.content}"
+        merged: Message = (
+            UserMessage(joined)
+            if isinstance(last, UserMessage)
+            else AssistantMessage(joined, getattr(last, "reasoning", None))
+        )
+        messages[-1] = merged
+        return last
+    messages.append(message)
+    return None
+
+
+def _append(messages: list[Message], message: Message) -> int:
+    """Append or merge ``message``; the change in estimated tokens."""
+    replaced = _join(messages, message)
+    if replaced is None:
+        return message_tokens(message)
+    return message_tokens(messages[-1]) - message_tokens(replaced)
+
+
+class History:
+    """The messages the next request carries, kept up to date from the log's events."""
+
+    def __init__(self) -> None:
+        self._system: SystemMessage | None = None
+        self._committed: list[Message] = []
+        """The messages of the turns that count (after a compaction: its checkpoint first)."""
+        self._committed_tokens = 0
+        self._open: list[Message] = []
+        """The messages of the turn that has started and not ended."""
+        self._open_tokens = 0
+        self._read = 0
+        """Log events already folded in."""
+        self._marks: list[Mark] = []
+        """Where the conversation may be cut, since the last compaction, oldest first."""
+        self.measure: Measure | None = None
+        """The last answered request since the last compaction; None before one."""
+        self.compacted = False
+        """A compaction is in force: the first message after the system prompt is its
+        checkpoint."""
+        self._step: tuple[int, int] | None = None
+        """(estimate before it, seq) of the last ``assistant/message``, for its usage."""
+        self._model = ""
+        """The model of the turn being folded."""
+        self._stated: dict[str, int] = {}
+        """The smallest window a server stated for each model, in a context-window refusal."""
+        self._pending: tuple[int, CompactionSummary | None] | None = None
+        """A compaction begun (the seq of its start) and its summary, until its end."""
+        self.usage = SessionUsage()
+        """Added up as the log's usage is folded in, so it outlives what the log lets go of."""
+
+    def update(self, events: Sequence[SessionEvent]) -> None:
+        """Fold in the events appended since the last call (the log is append-only)."""
+        while self._read < len(events):
+            event = events[self._read]
+            self._read += 1
+            self._fold(event.record, event.seq)
+            if isinstance(event.record, CompactionEnd):
+                self._compacted(events, event.seq)
+
+    def messages(self) -> list[Message]:
+        """The system prompt, the turns that count, then the open turn (a fresh list)."""
+        messages: list[Message] = [] if self._system is None else [self._system]
+        messages.extend(self._committed)
+        if self._open:  # already merged among themselves: only the first may join the past
+            _join(messages, self._open[0])
+            messages.extend(self._open[1:])
+        return messages
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of the system prompt and the turns that ended."""
+        system = message_tokens(self._system) if self._system is not None else 0
+        return system + self._committed_tokens
+
+    @property
+    def open_tokens(self) -> int:
+        """Estimated tokens of the turn being run."""
+        return self._open_tokens
+
+    @property
+    def system_tokens(self) -> int:
+        """Estimated tokens of the system prompt alone."""
+        return message_tokens(self._system) if self._system is not None else 0
+
+    def marks(self) -> list[Mark]:
+        """Where the conversation may be cut since the last compaction, oldest first; the end
+        of the conversation is the last one when it is a place to cut."""
+        end = self._mark_here(self._read)
+        return [*self._marks, end] if end is not None else list(self._marks)
+
+    def stated_window(self, model: str) -> int | None:
+        """The window a server stated for ``model`` in this session's refusals, if any."""
+        return self._stated.get(model)
+
+    def _open_with(self, message: Message) -> None:
+        self._open_tokens += _append(self._open, message)
+
+    def _mark_here(self, seq: int) -> Mark | None:
+        """A mark before event ``seq``, when the messages so far end where a cut may be."""
+        last = self._open[-1] if self._open else self._committed[-1] if self._committed else None
+        if isinstance(last, UserMessage) or (
+            isinstance(last, AssistantMessage) and last.tool_calls  # its results come next
+        ):
+            return None
+        merged = bool(
+            self._open and self._committed and _mergeable(self._committed[-1], self._open[0])
+        )
+        count = (self._system is not None) + len(self._committed) + len(self._open) - merged
+        return Mark(seq, count, self.tokens + self._open_tokens)
+
+    def _learn(self, failure: FailureRecord | None) -> None:
+        if failure is None or failure.code != CONTEXT_WINDOW_EXCEEDED:
+            return
+        window = stated_window(failure.message)
+        if window is not None:
+            self._stated[self._model] = min(window, self._stated.get(self._model, window))
+
+    def _fold(self, record: Record, seq: int, *, again: bool = False) -> None:
+        """Fold one record; ``again`` while a compaction's kept events are folded anew (their
+        usage measured requests that carried what the summary replaced)."""
+        match record:
+            case SystemPrompt(text=text):
+                self._system = SystemMessage(text)
+            case TurnStart(model=model):
+                self._open, self._open_tokens = [], 0
+                self._model = model
+            case UserText(text=text):
+                self._open, self._open_tokens = [], 0
+                if (mark := self._mark_here(seq)) is not None:
+                    self._marks.append(mark)
+                self._open_with(UserMessage(text))
+            case AssistantStep():
+                if record.step > 1 and (mark := self._mark_here(seq)) is not None:
+                    self._marks.append(mark)
+                self._step = None if again else (self.tokens + self._open_tokens, seq)
+                if record.text or record.tool_calls:
+                    reasoning = record.reasoning if record.tool_calls else None
+                    self._open_with(AssistantMessage(record.text, reasoning, record.tool_calls))
+            case StepUsage(usage=usage):
+                if not again:
+                    self.usage.add(usage)
+                if self._step is not None and usage.prompt_tokens > 0:
+                    self.measure = Measure(usage.prompt_tokens, *self._step)
+                self._step = None
+            case ToolResult(call_id=call_id, content=content):
+                self._open_with(ToolMessage(call_id, content))
+            case TurnEnd(kind=kind):
+                said = any(not isinstance(m, UserMessage) for m in self._open)
+                if said or kind in ("completed", "max-tokens", "max-steps"):
+                    for message in self._open:
+                        self._committed_tokens += _append(self._committed, message)
+                self._open, self._open_tokens = [], 0
+                self._learn(record.failure)
+            case CompactionStart():
+                self._pending = (seq, None)
+                self._learn(record.error)
+            case CompactionSummary():
+                if not again:
+                    self.usage.add(record.usage)
+                if self._pending is not None:
+                    self._pending = (self._pending[0], record)
+            case CompactionEnd():
+                if not again:
+                    self.usage.compactions += 1  # update() applies it: that needs the events
+            case ToolCallStarted() | ApprovalDecided() | RetryScheduled():
+                pass  # bookkeeping: the model does not see it
+            case UnknownEvent():
+                pass  # from a newer dsh: what it means for the history is unknown here
+            case _:
+                assert_never(record)
+
+    def _compacted(self, events: Sequence[SessionEvent], end: int) -> None:
+        """Put the summary in force: the checkpoint, then the kept events folded anew."""
+        pending, self._pending = self._pending, None
+        summary = pending[1] if pending is not None else None
+        if pending is None or summary is None:
+            return  # an end without its start and summary (a hand-edited log): no effect
+        start = pending[0]
+        if not -1 <= summary.replaces_through < start:
+            return  # it names events it cannot replace: keep the history whole
+        self._committed, self._open = [], []
+        self._committed_tokens = self._open_tokens = 0
+        self._marks, self.measure, self._step = [], None, None
+        self.compacted = True
+        self._committed_tokens += _append(self._committed, checkpoint_message(summary.summary))
+        for event in events[summary.replaces_through + 1 : start]:
+            self._fold(event.record, event.seq, again=True)
+        self._pending = None  # the kept events hold no compaction of their own
+        if (mark := self._mark_here(end + 1)) is not None:
+            self._marks.append(mark)

@@ -1,0 +1,296 @@
+"""Skills (SPEC 13): folders with a ``SKILL.md``, listed to the model and loaded on demand.
+
+    catalog = discover_skills(Path.cwd(), home=Path.home())
+    for warning in catalog.warnings:       # a SKILL.md that cannot be used, named
+        print(f"dsh: {warning}")
+    prompt += skills_section(catalog.skills)
+    toolbox = Toolbox([..., SkillTool(catalog, workspace)])
+
+A skill is a folder holding ``SKILL.md``, whose YAML front matter gives its ``name`` and
+``description``; the rest of the file is its body. Folders are looked for in
+``<repository root>/.agents/skills``, ``<repository root>/.dsh/skills``, ``~/.agents/skills``
+and ``~/.dsh/skills``, in that order; the first skill of a name wins. The system prompt lists
+each name with its description (500 characters at most). ``skill {name}`` returns the body and
+the files of the folder, which ``read`` then opens without a question (:class:`Workspace`
+remembers the folders loaded). A skill only reads: it needs no approval, and runs beside other
+reads. A project's skill folder that leads outside the repository is left out: a link to
+``~`` must not make a home directory readable without a question.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..agent.context import repository_root
+from ..chain import error_chain
+from ..fileio import read_up_to
+from ..model.seam import ToolSpec
+from ..tools.base import Access, Invocation, ToolError, ToolOutput
+
+if TYPE_CHECKING:
+    from ..trust.workspace import Workspace
+
+__all__ = [
+    "MAX_DESCRIPTION",
+    "SKILL",
+    "SKILL_FILE",
+    "Skill",
+    "SkillCatalog",
+    "SkillTool",
+    "discover_skills",
+    "skill_places",
+    "skills_section",
+]
+
+SKILL_FILE = "SKILL.md"
+MAX_DESCRIPTION = 500
+"""Characters of a skill's description the system prompt holds."""
+MAX_SKILL_BYTES = 256 * 1024
+"""A ``SKILL.md`` larger than this is left out (it would not fit a tool result anyway)."""
+MAX_FILES = 200
+"""Files of a skill's folder the ``skill`` tool lists; the rest are counted."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+SKILL = ToolSpec(
+    "skill",
+    "Load a skill listed in the system prompt: returns its instructions (the body of its "
+    "SKILL.md) and the files of its folder, which you may then open with `read` using the "
+    "paths given. Load a skill when a task matches its description, before doing the task.",
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string", "description": "The skill's name."}},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    name: str
+    description: str
+    folder: str
+    """The folder, resolved (symlinks followed)."""
+    file: Path
+    """Its ``SKILL.md``, as found."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkillCatalog:
+    skills: tuple[Skill, ...] = ()
+    warnings: tuple[str, ...] = ()
+    """One line per ``SKILL.md`` left out, naming it and why."""
+
+    def find(self, name: str) -> Skill | None:
+        return next((skill for skill in self.skills if skill.name == name), None)
+
+
+def skill_places(cwd: Path, home: Path) -> list[tuple[Path, Path | None]]:
+    """Where skills are looked for, first first: each folder, and the directory its skills must
+    stay in (the repository's folders: the repository; the user's own: anywhere)."""
+    root = repository_root(Path(os.path.abspath(cwd))) or Path(os.path.abspath(cwd))
+    return [
+        (root / ".agents" / "skills", root),
+        (root / ".dsh" / "skills", root),
+        (home / ".agents" / "skills", None),
+        (home / ".dsh" / "skills", None),
+    ]
+
+
+def discover_skills(cwd: Path, *, home: Path | None = None) -> SkillCatalog:
+    """Every usable skill, first of a name winning; a warning for each ``SKILL.md`` left out."""
+    skills: dict[str, Skill] = {}
+    warnings: list[str] = []
+    for place, within in skill_places(cwd, home if home is not None else Path.home()):
+        try:
+            entries = sorted(os.scandir(place), key=lambda entry: entry.name)
+        except OSError:
+            continue  # no such folder: no skills there
+        for entry in entries:
+            file = Path(entry.path) / SKILL_FILE
+            if not os.path.lexists(file):
+                continue
+            found = _load(file, within)
+            if isinstance(found, str):
+                warnings.append(f"skill {file} left out: {found}")
+            elif found.name not in skills:
+                skills[found.name] = found
+    return SkillCatalog(tuple(skills.values()), tuple(warnings))
+
+
+def skills_section(skills: Sequence[Skill]) -> str:
+    """The system prompt's list of skills (empty when there are none)."""
+    if not skills:
+        return ""
+    lines = [
+        "# Skills",
+        "",
+        "Load a skill with the `skill` tool when the task matches its description.",
+        "",
+    ]
+    for skill in skills:
+        lines.append(f"- {skill.name}: {skill.description}")
+    return "\n".join(lines) + "\n"
+
+
+def _load(file: Path, within: Path | None) -> Skill | str:
+    """The skill ``file`` describes, or why it cannot be used."""
+    folder = os.path.realpath(file.parent)
+    if within is not None:
+        root = os.path.realpath(within)
+        if os.path.commonpath([folder, root]) != root:
+            return f"its folder leads outside {within} (to {folder})"
+    try:
+        text = _read(file, folder)
+    except (OSError, ValueError) as exc:
+        return error_chain(exc)
+    fields = _front_matter(text)
+    if isinstance(fields, str):
+        return fields
+    name, description = fields.get("name", ""), " ".join(fields.get("description", "").split())
+    if not _NAME.fullmatch(name):
+        return f"its name {name!r} is not 1-64 letters, digits, '.', '_' or '-'"
+    if not description:
+        return "it has no description in its front matter"
+    if len(description) > MAX_DESCRIPTION:
+        description = description[: MAX_DESCRIPTION - 1] + "…"
+    return Skill(name, description, folder, file)
+
+
+def _read(file: Path, folder: str) -> str:
+    """The text of a ``SKILL.md`` that is a regular file inside its folder."""
+    real = os.path.realpath(file)
+    if os.path.commonpath([real, folder]) != folder:
+        raise ValueError(f"it is a link leading out of its folder (to {real})")
+    fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("it is not a regular file")
+        if status.st_size > MAX_SKILL_BYTES:
+            raise ValueError(f"it is over {MAX_SKILL_BYTES // 1024} KiB")
+        data = read_up_to(fd, MAX_SKILL_BYTES)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("it is not UTF-8 text") from None
+
+
+def _front_matter(text: str) -> dict[str, str] | str:
+    """The top-level ``key: value`` pairs of the YAML front matter, or what is wrong with it.
+
+    The subset skills use: plain and quoted scalars, ``|`` and ``>`` blocks, plain scalars
+    continued on indented lines; nested values of other keys are skipped.
+    """
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return "it does not begin with a front matter (a line ---)"
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
+    except StopIteration:
+        return "its front matter has no closing line ---"
+    fields: dict[str, str] = {}
+    body = lines[1:end]
+    index = 0
+    while index < len(body):
+        line = body[index]
+        index += 1
+        if not line.strip() or line.lstrip().startswith("#") or line[0] in " \t":
+            continue
+        key, colon, value = line.partition(":")
+        if not colon:
+            return f"its front matter line {index + 1} is not key: value ({line.strip()[:40]!r})"
+        value = value.strip()
+        more: list[str] = []
+        while index < len(body) and (not body[index].strip() or body[index][0] in " \t"):
+            more.append(body[index].strip())
+            index += 1
+        if value in ("|", ">", "|-", ">-", "|+", ">+"):
+            joiner = "\n" if value.startswith("|") else " "
+            fields[key.strip()] = joiner.join(more).strip()
+        elif value[:1] in ("'", '"'):
+            quoted = " ".join([value, *more]).strip()
+            if len(quoted) < 2 or quoted[-1] != quoted[0]:
+                return f"its {key.strip()} has an unclosed quote"
+            inner = quoted[1:-1]
+            fields[key.strip()] = inner.replace("''", "'") if value[0] == "'" else _unescape(inner)
+        else:
+            fields[key.strip()] = " ".join([value, *more]).strip()
+    return fields
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r'\\(["\\nt])', lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), text)
+
+
+class SkillTool:
+    """``skill {name}``: a skill's body and the files of its folder."""
+
+    spec = SKILL
+
+    def __init__(self, catalog: SkillCatalog, workspace: Workspace) -> None:
+        self.catalog = catalog
+        self.workspace = workspace
+
+    def describe(self, arguments: Mapping[str, Any]) -> str:
+        return str(arguments.get("name", ""))
+
+    def prepare(self, arguments: Mapping[str, Any]) -> Invocation:
+        from ..tools.paths import check_arguments, string_argument  # at the first call
+
+        check_arguments("skill", arguments, ("name",))
+        name = string_argument(arguments, "name")
+        assert name is not None
+        skill = self.catalog.find(name)
+        if skill is None:
+            known = ", ".join(s.name for s in self.catalog.skills) or "none"
+            raise ToolError(f"no skill {name!r}; the skills are: {known}")
+
+        async def run() -> ToolOutput:
+            return ToolOutput(self._load(skill))
+
+        return Invocation(Access("read"), skill.name, run)
+
+    def _load(self, skill: Skill) -> str:
+        try:
+            text = _read(skill.file, skill.folder)
+        except (OSError, ValueError) as exc:
+            raise ToolError(f"cannot read {skill.file}") from exc
+        lines = text.lstrip("\ufeff").splitlines(keepends=True)
+        closing = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
+        body = "".join(lines[closing + 1 :]).strip("\n")
+        from ..tools.paths import list_name
+
+        files, more = _files(skill.folder)
+        self.workspace.skill_folders.add(skill.folder)
+        listing = "\n".join(list_name(name) for name in files)
+        if more:
+            listing += f"\n[and {more:,} more files]"
+        return (
+            f"{body}\n\n[skill {skill.name}: its folder is {skill.folder}; read may open these "
+            f"files there (paths relative to it):]\n{listing}"
+        )
+
+
+def _files(folder: str) -> tuple[list[str], int]:
+    """The files under ``folder``, relative, sorted, at most :data:`MAX_FILES` (and how many
+    more); hidden folders and links to folders are not entered."""
+    found: list[str] = []
+    more = 0
+    for directory, folders, names in os.walk(folder):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        for name in sorted(names):
+            if len(found) < MAX_FILES:
+                found.append(os.path.relpath(os.path.join(directory, name), folder))
+            else:
+                more += 1
+    return found, more

@@ -1,0 +1,485 @@
+"""The session log's events as typed records, built and read back in one place (SPEC 6 and 8).
+
+Each record knows its line type (``TYPE``) and its JSON ``data``::
+
+    record = UserText(turn=1, text="hello")
+    record.to_data()                           # {"turn": 1, "text": "hello"}
+    parse_record("user/message", {"turn": 1, "text": "hello"}) == record
+
+A turn is written in this order (``step`` counts the model requests of a turn from 1)::
+
+    turn/start        {turn, model}
+    user/message      {turn, text}
+    retry             {turn, step, attempt, max_retries, delay, code, message, ...}   per retry
+    assistant/message {turn, step, text, reasoning?, tool_calls?, interrupted?}      per step
+    usage             {turn, step, prompt_tokens, completion_tokens, ...}             per step
+    approval/decided  {turn, call_id, outcome, reason?}  when a call needed approval
+    tool/call         {turn, step, call_id, name, arguments}   the call starts running
+    tool/result       {turn, step, call_id, is_error, content, error?, exit_code?, ...}
+    turn/end          {turn, reason: {kind, ...}}
+
+``system/prompt {text}`` is written once per session, before its first turn. A compaction
+(SPEC 11) writes three lines, each fsynced, before a step of a turn or, for ``/compact``,
+between turns (``turn`` is then null)::
+
+    compaction/start   {turn, trigger, tokens, window?, error?}
+    compaction/summary {turn, summary, replaces_through, tokens_before, tokens_after, <usage>}
+    compaction/end     {turn}
+
+The summary replaces what the model sees through event ``replaces_through`` (a ``seq``) only
+once ``compaction/end`` is written: a compaction cut short leaves the history as it was.
+
+A line of a type
+this version does not know is kept as an :class:`UnknownEvent`; a line of a known type whose
+fields are wrong is damage (:func:`parse_record` raises ``ValueError`` saying what is wrong).
+
+How a record becomes ``data`` and back follows from its fields (:mod:`dsh_core.session.codec`); only
+``tool/result`` and ``turn/end``, whose lines are shaped differently from their records, write
+and read themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, get_args
+
+from ..errors import TOOL_FAILED, FailureRecord, HarnessError
+from ..model.seam import ToolCall, Usage
+from .codec import (
+    FLAT,
+    Codec,
+    decode,
+    encode,
+    read_bool,
+    read_failure,
+    read_int,
+    read_optional_str,
+    read_str,
+)
+
+__all__ = [
+    "APPROVAL_OUTCOMES",
+    "END_KINDS",
+    "FORGOTTEN",
+    "ApprovalDecided",
+    "ApprovalOutcome",
+    "AssistantStep",
+    "CompactionEnd",
+    "CompactionStart",
+    "CompactionSummary",
+    "CompactionTrigger",
+    "EndKind",
+    "Record",
+    "RetryScheduled",
+    "SessionEvent",
+    "StepUsage",
+    "SystemPrompt",
+    "ToolCallStarted",
+    "ToolOutput",
+    "ToolResult",
+    "TurnEnd",
+    "TurnStart",
+    "UnknownEvent",
+    "UserText",
+    "parse_record",
+    "record_type",
+]
+
+EndKind = Literal[
+    "completed",  # the model answered
+    "error",  # a failure: ``failure`` says which (SPEC section 5)
+    "aborted",  # cancelled: ``reason`` is user, shutdown, ...
+    "rejected",  # refused before it ran: ``reason`` says what to do
+    "interrupted",  # left open by a process that died; closed by the next load
+    "max-tokens",  # the answer reached the output token limit
+    "max-steps",  # the turn reached the step limit
+    "other",  # a kind written by a newer dsh: a normal end (SPEC section 3)
+]
+END_KINDS: frozenset[str] = frozenset(get_args(EndKind)) - {"other"}
+"""The kinds this version writes."""
+
+ApprovalOutcome = Literal[
+    "allowed",  # the person said yes
+    "allowed-always",  # yes, and for the rest of this session
+    "granted-by-flag",  # --allow granted it without asking
+    "rejected",  # the person said no
+    "unavailable",  # it needed a question and there was no terminal to ask
+    "cancelled",  # Ctrl-C at the question
+]
+APPROVAL_OUTCOMES: frozenset[str] = frozenset(get_args(ApprovalOutcome))
+
+CompactionTrigger = Literal[
+    "pressure",  # before a step, the conversation had passed 80% of the window
+    "overflow",  # the server refused the conversation as too long (``error`` says how)
+    "manual",  # /compact
+]
+
+_STEP_ONE = {"absent": 1}
+"""Field metadata for ``step``: logs written before steps existed had one step per turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart(Codec):
+    """A turn begins."""
+
+    TYPE: ClassVar[str] = "turn/start"
+    turn: int
+    """1 for the first turn of a session."""
+    model: str = field(metadata={"absent": ""})
+
+
+@dataclass(frozen=True, slots=True)
+class UserText(Codec):
+    """The person's message (``user/message``)."""
+
+    TYPE: ClassVar[str] = "user/message"
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPrompt(Codec):
+    """The system prompt, recorded once per session so that a resume sends the same one."""
+
+    TYPE: ClassVar[str] = "system/prompt"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantStep(Codec):
+    """What one step of the model produced (``assistant/message``).
+
+    Written for every step that finished, and for a step cut off after it had shown text or
+    reasoning (``interrupted``); a cut-off step never has tool calls (they are complete only
+    when the step's stream ends).
+    """
+
+    TYPE: ClassVar[str] = "assistant/message"
+    turn: int
+    step: int = field(metadata=_STEP_ONE)
+    text: str
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided(Codec):
+    """How a call that needed approval was decided."""
+
+    TYPE: ClassVar[str] = "approval/decided"
+    turn: int
+    call_id: str
+    outcome: ApprovalOutcome
+    reason: str | None = None
+    """With ``rejected``: what the person said the model should do instead, if anything."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted(Codec):
+    """A call starts running (``tool/call``); fsynced first when the tool can change anything."""
+
+    TYPE: ClassVar[str] = "tool/call"
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a call produced, as the model will read it; a tool returns it, the log keeps it."""
+
+    content: str
+    """The text sent to the model; ``Error: <chain>`` for a failure."""
+    failure: FailureRecord | None = None
+    """Set when the call failed; its message is what ``content`` quotes."""
+    exit_code: int | None = None
+    """A command's exit status."""
+    truncated: bool = False
+    """``content`` was cut to the cap; ``output_file`` holds all of it."""
+    output_file: str | None = None
+
+    @classmethod
+    def failed(cls, exc: BaseException, *, content_after: str = "") -> ToolOutput:
+        """A failure as the model reads it: ``Error: <error_chain>``, then any partial output."""
+        record = FailureRecord.from_exception(exc)
+        if not isinstance(exc, HarnessError):
+            record = FailureRecord(TOOL_FAILED, record.message)
+        content = record.as_tool_result
+        if content_after:
+            content = f"{content}\n{content_after}"
+        return cls(content, record)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A call's result as the model receives it (``tool/result``); fsynced."""
+
+    TYPE: ClassVar[str] = "tool/result"
+    turn: int
+    step: int
+    call_id: str
+    output: ToolOutput
+
+    @classmethod
+    def failed(cls, turn: int, step: int, call_id: str, failure: FailureRecord) -> ToolResult:
+        """A failure as the model reads it: ``Error: <error_chain>`` (SPEC section 7)."""
+        return cls(turn, step, call_id, ToolOutput(failure.as_tool_result, failure))
+
+    @property
+    def content(self) -> str:
+        """Exactly what the model is sent (``Error: <error_chain>`` for a failure)."""
+        return self.output.content
+
+    @property
+    def is_error(self) -> bool:
+        return self.output.failure is not None
+
+    @property
+    def error(self) -> FailureRecord | None:
+        """For a failure: its code and ``error_chain`` message."""
+        return self.output.failure
+
+    @property
+    def exit_code(self) -> int | None:
+        """For a command: its exit status."""
+        return self.output.exit_code
+
+    @property
+    def truncated(self) -> bool:
+        """The output was cut to the cap; ``output_file`` holds all of it."""
+        return self.output.truncated
+
+    @property
+    def output_file(self) -> str | None:
+        return self.output.output_file
+
+    def to_data(self) -> dict[str, Any]:
+        """The output's fields after ``is_error``; its failure is called ``error``."""
+        data: dict[str, Any] = {
+            "turn": self.turn,
+            "step": self.step,
+            "call_id": self.call_id,
+            "is_error": self.is_error,
+        }
+        for key, value in encode(self.output).items():
+            data["error" if key == "failure" else key] = value
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ToolResult:
+        output: ToolOutput = decode(ToolOutput, {**data, "failure": None})
+        if read_bool(data, "is_error"):  # it decides: a hand-edited line may say otherwise
+            if data.get("error") is not None:
+                failure = read_failure(data, "error")
+            else:
+                failure = FailureRecord(TOOL_FAILED, output.content)
+            output = dataclasses.replace(output, failure=failure)
+        turn, step = read_int(data, "turn"), read_int(data, "step")
+        return cls(turn, step, read_str(data, "call_id"), output)
+
+
+@dataclass(frozen=True, slots=True)
+class StepUsage(Codec):
+    """Token counts of one step, as the provider reported them (``usage``)."""
+
+    TYPE: ClassVar[str] = "usage"
+    turn: int
+    step: int = field(metadata=_STEP_ONE)
+    usage: Usage = field(default_factory=Usage, metadata=FLAT)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled(Codec):
+    """A transient failure before anything was shown; the step's request is sent again."""
+
+    TYPE: ClassVar[str] = "retry"
+    turn: int
+    step: int = field(metadata=_STEP_ONE)
+    attempt: int
+    max_retries: int
+    delay: float
+    failure: FailureRecord = field(metadata=FLAT)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStart(Codec):
+    """A compaction begins: the summary request is about to be sent (fsynced)."""
+
+    TYPE: ClassVar[str] = "compaction/start"
+    turn: int | None
+    """The turn it runs in; None for ``/compact`` between turns."""
+    trigger: CompactionTrigger
+    tokens: int
+    """The conversation's size as dsh reckoned it (the last ``prompt_tokens`` and an estimate
+    of what was added since)."""
+    window: int | None = None
+    """The context window that applied; None when none is known."""
+    error: FailureRecord | None = None
+    """For ``overflow``: the server's refusal, whose words may state the window."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSummary(Codec):
+    """The model's summary, and what it replaces (fsynced); in force once the end is written."""
+
+    TYPE: ClassVar[str] = "compaction/summary"
+    turn: int | None
+    summary: str
+    replaces_through: int
+    """The ``seq`` of the last event the summary replaces; the events after it (the kept
+    exchanges) are sent as they were, after the summary."""
+    tokens_before: int
+    tokens_after: int
+    """The conversation's size before, and as estimated after (the next request measures it)."""
+    usage: Usage = field(default_factory=Usage, metadata=FLAT)
+    """The summary request's token counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEnd(Codec):
+    """The summary is in force from here on (fsynced)."""
+
+    TYPE: ClassVar[str] = "compaction/end"
+    turn: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """How a turn ended: what ``turn/end`` stores and the loop returns."""
+
+    TYPE: ClassVar[str] = "turn/end"
+    turn: int
+    """1 for the first turn of a session."""
+    kind: EndKind
+    failure: FailureRecord | None = None
+    """For ``error``: the code, ``error_chain`` message, and the server's details."""
+    reason: str | None = None
+    """For ``aborted`` (``user``, ``shutdown``, ...) and ``rejected`` (what to do next)."""
+    other_kind: str | None = None
+    """For ``other``: the kind as a newer dsh wrote it."""
+
+    @property
+    def name(self) -> str:
+        """The kind as written in the log."""
+        return self.other_kind if self.kind == "other" and self.other_kind else self.kind
+
+    def to_data(self) -> dict[str, Any]:
+        """``{turn, reason: {kind, ...}}``."""
+        reason: dict[str, Any] = {"kind": self.name}
+        if self.failure is not None:
+            reason.update(self.failure.to_json())
+        if self.reason is not None:
+            reason["reason"] = self.reason
+        return {"turn": self.turn, "reason": reason}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> TurnEnd:
+        reason = data.get("reason")
+        if not isinstance(reason, dict):
+            raise ValueError("turn/end without a reason object")
+        kind = read_str(reason, "kind")
+        text = read_optional_str(reason, "reason")
+        turn = read_int(data, "turn")
+        if kind not in END_KINDS:
+            return cls(turn, "other", reason=text, other_kind=kind)
+        failure = FailureRecord.from_json(reason) if kind == "error" else None
+        return cls(turn, kind, failure=failure, reason=text)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownEvent:
+    """A line of a type this version does not know (from a newer dsh): kept as it is."""
+
+    type: str
+    data: Mapping[str, Any]
+
+    def to_data(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+Record = (
+    TurnStart
+    | UserText
+    | SystemPrompt
+    | AssistantStep
+    | ApprovalDecided
+    | ToolCallStarted
+    | ToolResult
+    | StepUsage
+    | RetryScheduled
+    | TurnEnd
+    | CompactionStart
+    | CompactionSummary
+    | CompactionEnd
+    | UnknownEvent
+)
+"""One event of the session log."""
+
+_KNOWN: dict[str, Any] = {
+    cls.TYPE: cls
+    for cls in (
+        TurnStart,
+        UserText,
+        SystemPrompt,
+        AssistantStep,
+        ApprovalDecided,
+        ToolCallStarted,
+        ToolResult,
+        StepUsage,
+        RetryScheduled,
+        TurnEnd,
+        CompactionStart,
+        CompactionSummary,
+        CompactionEnd,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One line of the log after the header: a record and where and when it was written."""
+
+    seq: int
+    """Position in the log, from 0 without gaps."""
+    time: str
+    """When it was appended, UTC, ``2026-11-30T09:15:02.123Z``."""
+    record: Record
+    """What happened."""
+
+    @property
+    def type(self) -> str:
+        """The line's type: ``turn/start``, ``user/message``, ..."""
+        return record_type(self.record)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The line's payload, as written."""
+        return self.record.to_data()
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole line as a JSON object: ``{type, seq, time, data}``."""
+        return {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+
+
+FORGOTTEN = SessionEvent(-1, "", UnknownEvent("forgotten", {}))
+"""What an event a compaction replaced reads as once the log let go of it in memory
+(:meth:`dsh_core.session.SessionLog.forget`); the file still holds it."""
+
+
+def record_type(record: Record) -> str:
+    """The line type of ``record`` (``turn/start``, ...)."""
+    return record.type if isinstance(record, UnknownEvent) else record.TYPE
+
+
+def parse_record(type: str, data: Mapping[str, Any]) -> Record:
+    """The record for one line; ``ValueError`` says what is wrong with a known type's fields."""
+    cls = _KNOWN.get(type)
+    if cls is None:
+        return UnknownEvent(type, data)
+    record: Record = cls.from_data(data)
+    return record

@@ -1,0 +1,1 @@
+"""The commands that are not a conversation: ``--sessions``, ``--show``, ``--demo``."""

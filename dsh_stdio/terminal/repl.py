@@ -1,0 +1,335 @@
+"""Terminal mode: one prompt_toolkit ``PromptSession`` and ``await prompt_async()`` in a loop.
+
+Enter sends, Alt-Enter (Esc then Enter) inserts a newline, history lives in
+``$DSH_HOME/history`` (0600). Ctrl-C at the prompt clears the line; Ctrl-C during a turn cancels
+only that turn. prompt_toolkit removes the loop's SIGINT handler each time a prompt ends, so the
+"cancel the turn" handler is installed for each turn, after ``prompt_async`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from dsh_core.chain import error_chain
+from dsh_core.errors import HarnessError
+from dsh_core.session.events import TurnStart
+
+from ..config import StartupError
+from ..render import neutralise
+from ..runtime import Runtime, shown_url
+from ..signals import Stopper
+from ..status import EXIT_OK
+from ..tty import colour_wanted
+from .approve import TerminalQuestion
+
+__all__ = ["COMMANDS", "mcp_text", "run_repl"]
+
+COMMANDS = {
+    "/help": "show this help",
+    "/exit": "leave; so do /quit, exit or quit alone on a line, and Ctrl-D on an empty line",
+    "/new": "start a fresh session",
+    "/model NAME": "use another model for the next turns",
+    "/think on|off": "thinking mode for the next turns (alone: how it is now)",
+    "/compact": "summarise the conversation now, to free room in the context window",
+    "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
+    "/session": "this session: id, log, model, base URL, directory, sandbox, grants",
+    "/mcp": "the MCP servers: how each is reached, its state, its tools",
+    "//TEXT": "send a message that starts with / (//etc/hosts sends /etc/hosts)",
+}
+
+LEAVING = frozenset({"/exit", "/quit", "exit", "quit"})
+"""Lines that leave, as ``llm chat`` and shells take them."""
+HOW_TO_LEAVE = "dsh: Ctrl-C clears the line; to leave: Ctrl-D on an empty line, /exit or exit"
+
+
+def _create_prompt_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        """Alt-Enter (or Esc then Enter) inserts a newline instead of sending."""
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+class _History(FileHistory):
+    """prompt_toolkit's file history, private (0600), and unable to crash the REPL.
+
+    A history line that cannot be written (a full disk) is reported once, as one line, and
+    the REPL goes on: losing the Up-arrow copy of a line is no reason to stop a chat.
+    """
+
+    def __init__(self, home: Path, out: TextIO) -> None:
+        path = home / "history"
+        try:
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Created 0600 before prompt_toolkit opens it for appending with the default mode.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            os.chmod(path, 0o600)
+        except OSError as exc:
+            raise StartupError(f"cannot use the history file {path}") from exc
+        super().__init__(str(path))
+        self._out = out
+        self._failed = False
+
+    def store_string(self, string: str) -> None:
+        try:
+            super().store_string(string)
+        except OSError as exc:
+            if not self._failed:
+                self._failed = True
+                self._out.write(f"dsh: history not saved: {neutralise(error_chain(exc))}\n")
+
+
+def _help_text() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"  {name.ljust(width)}  {what}" for name, what in COMMANDS.items()]
+    return (
+        "commands:\n"
+        + "\n".join(lines)
+        + "\n  Enter sends, Alt-Enter inserts a newline; Ctrl-C cancels a running turn and "
+        "clears the line at the prompt."
+    )
+
+
+class _Commands:
+    """The slash commands; each returns False when the REPL should end."""
+
+    def __init__(self, runtime: Runtime, out: TextIO) -> None:
+        self._runtime = runtime
+        self._out = out
+
+    async def run(self, line: str) -> bool:
+        name, _, argument = line.strip().partition(" ")
+        argument = argument.strip()
+        match name:
+            case "/exit" | "/quit":
+                return False
+            case "/help":
+                self._say(_help_text())
+            case "/new":
+                log = self._runtime.new()
+                self._say(f"new session {log.id}")
+            case "/model":
+                if not argument or len(argument.split()) > 1:
+                    current = self._runtime.conversation.model_name
+                    self._say(f"model: {current} (usage: /model NAME, one word)")
+                else:
+                    self._runtime.conversation.model_name = argument
+                    self._say(f"model: {argument}")
+            case "/think":
+                conversation = self._runtime.conversation
+                if argument in ("on", "off"):
+                    conversation.thinking = argument == "on"
+                    self._say(f"thinking: {argument} for the next turns")
+                else:
+                    now = _thinking_text(conversation.thinking)
+                    self._say(f"thinking: {now} (usage: /think on, or /think off)")
+            case "/compact":
+                await self._compact()
+            case "/usage":
+                self._say(_usage_text(self._runtime))
+            case "/session":
+                self._say(_session_text(self._runtime))
+            case "/mcp":
+                self._say(mcp_text(self._runtime))
+            case _:
+                commands = " ".join(c.split()[0] for c in COMMANDS if not c.startswith("//"))
+                self._say(f"unknown command {name}; commands: {commands}")
+        return True
+
+    def _say(self, text: str) -> None:
+        self._out.write(neutralise(text) + "\n")  # it may echo what was typed (/model NAME)
+        self._out.flush()
+
+    async def _compact(self) -> None:
+        """``/compact``: its line (or why not) shows as a turn's would; Ctrl-C cancels it."""
+        runtime = self._runtime
+        view = runtime.current_view = runtime.view(self._out, terminal=True)
+        view.show_waiting(view.COMPACTING)
+        failure: str | None = None
+        try:
+            if await runtime.conversation.compact(on_event=view.on_event) is None:
+                failure = "nothing to compact yet"
+        except HarnessError as exc:
+            failure = f"not compacted: {error_chain(exc)}"
+        finally:
+            runtime.current_view = None
+            view.pause()
+        if failure is not None:
+            self._say(f"dsh: {failure}")
+
+
+def _thinking_text(thinking: bool | None) -> str:
+    return "the model's default" if thinking is None else "on" if thinking else "off"
+
+
+def _usage_text(runtime: Runtime) -> str:
+    """``/usage``: the session's tokens over every request (summaries too), and the context."""
+    conversation = runtime.conversation
+    usage = conversation.keeper.usage
+    window, size = conversation.keeper.window, conversation.keeper.size
+    compactions = f", {usage.compactions} compacted" if usage.compactions else ""
+    context = (
+        f"about {size:,} of {window:,} tokens ({size / window:.0%})"
+        if window
+        else f"about {size:,} tokens (the window is not known: the server decides)"
+    )
+    rows = [
+        (
+            "in",
+            f"{usage.prompt_tokens:,} tokens (cache hit {usage.cache_hit_tokens:,} / miss "
+            f"{usage.cache_miss_tokens:,})",
+        ),
+        ("out", f"{usage.completion_tokens:,} tokens"),
+        ("requests", f"{usage.requests:,}{compactions}"),
+        ("context", context),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+
+
+def _session_text(runtime: Runtime) -> str:
+    """``/session``: what this session talks to, where it works, and what it may do."""
+    conversation = runtime.conversation
+    config = runtime.config
+    granted = ", ".join(sorted(config.allow)) or "none"
+    always = (
+        ", ".join(
+            f'{tool} "{scope} ..."' if scope else tool
+            for tool, scope in sorted(conversation.approval.always)
+        )
+        or "none"
+    )
+    rows = [
+        ("session", conversation.log.id),
+        ("log", str(conversation.log.path)),
+        ("model", conversation.model_name),
+        ("thinking", _thinking_text(conversation.thinking)),
+        ("window", _window_text(conversation.keeper.window)),
+        ("base URL", shown_url(config)),
+        ("directory", os.getcwd()),
+        ("sandbox", runtime.sandbox_state()),
+        ("grants", f"--allow: {granted}; always this session: {always}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {neutralise(value)}" for name, value in rows)
+
+
+def mcp_text(runtime: Runtime) -> str:
+    """``/mcp``: each server, how it is reached, its state (and why, when it is not running),
+    the names its tools are offered under. Neutralised by the caller: these are its words."""
+    servers = runtime.servers
+    if servers is None:
+        where = runtime.config.home / "config.toml"
+        off = " (--no-tools)" if not runtime.config.tools and runtime.config.servers else ""
+        return f"no MCP servers{off}; they are configured in {where}"
+    lines = []
+    for status in servers.status():
+        state = f"{status.state}: {status.detail}" if status.detail else status.state
+        lines.append(f"{status.name} ({status.where}): {state}")
+        if status.tools:
+            lines.append(f"  tools: {', '.join(status.tools)}")
+    return "\n".join(lines)
+
+
+def _window_text(window: int | None) -> str:
+    if window is None:
+        return "not known: the server's refusal decides (--context-window N sets it)"
+    return f"{window:,} tokens"
+
+
+async def _show_resumed(runtime: Runtime, out: TextIO) -> None:
+    """Say which session this is, how many turns it holds, and its last exchange."""
+    log = runtime.conversation.log
+    starts = [i for i, event in enumerate(log.events) if isinstance(event.record, TurnStart)]
+    turns = len(starts)
+    out.write(f"dsh: resumed session {log.id} ({turns} turn{'' if turns == 1 else 's'})\n")
+    if starts:
+        from ..commands.sessions import replay_events  # only a resume shows a stored turn
+
+        out.write("dsh: the last exchange:\n")
+        describe = runtime.conversation.toolbox.describe
+        await replay_events(log.events[starts[-1] :], out, runtime.err, True, describe)
+
+
+async def run_repl(runtime: Runtime, out: TextIO) -> int:
+    """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
+    editor: PromptSession[str] = PromptSession(
+        history=_History(runtime.config.home, out),
+        key_bindings=_create_prompt_bindings(),
+        enable_suspend=True,  # Ctrl-Z at the prompt suspends, as it does during a turn
+    )
+    commands = _Commands(runtime, out)
+    loop = asyncio.get_running_loop()
+
+    def arm_ctrl_c() -> None:
+        # prompt_toolkit removed the loop's SIGINT handler as the prompt ended. Until the next
+        # prompt replaces it, Ctrl-C cancels the running turn (idle: nothing). Never removed
+        # here: a second Ctrl-C must not find Python's KeyboardInterrupt instead.
+        loop.add_signal_handler(signal.SIGINT, runtime.cancel_turn, "user")
+
+    def show_turn_so_far() -> None:
+        if runtime.current_view is not None:
+            runtime.current_view.before_question()
+
+    def go_on() -> None:
+        arm_ctrl_c()
+        if runtime.current_view is not None:
+            runtime.current_view.after_question()  # the call runs now: its live line
+
+    runtime.ask_on(
+        TerminalQuestion(
+            out,
+            before=show_turn_so_far,
+            after=go_on,
+            cancel_turn=runtime.cancel_turn,
+            colour=colour_wanted(out),
+            stdin=runtime.stdin,
+        )
+    )
+    # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
+    stopper = Stopper(runtime.cancel_turn, signal.SIGTERM, signal.SIGHUP)
+    out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")
+    if runtime.resumed:
+        await _show_resumed(runtime, out)
+    out.flush()
+    try:
+        while stopper.status is None:
+            try:
+                line = await editor.prompt_async("> ")
+            except KeyboardInterrupt:
+                # Ctrl-C at the prompt clears the line; on an empty one, say how to leave.
+                if not editor.default_buffer.text:
+                    out.write(HOW_TO_LEAVE + "\n")
+                    out.flush()
+                continue
+            except EOFError:
+                break
+            arm_ctrl_c()
+            if not line.strip():
+                continue
+            if line.strip() in LEAVING:
+                break
+            if line.startswith("//"):
+                line = line[1:]  # "//etc/hosts ..." sends "/etc/hosts ..."
+            elif line.startswith("/"):
+                if not await commands.run(line):
+                    break
+                continue
+            await runtime.run_turn(line, runtime.view(out, terminal=True))
+    except asyncio.CancelledError:
+        if stopper.status is None:
+            raise
+    finally:
+        stopper.remove()
+    return stopper.status if stopper.status is not None else EXIT_OK
