@@ -11,6 +11,7 @@ dependency somebody must understand. The rule and its reasons: docs/notes/2026-1
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, name: str | None = None) -> set[str]:
+@functools.cache
+def _imports(path: Path, name: str | None = None) -> frozenset[str]:
     """The dsh_core modules ``path`` (module ``name``, by default its own) imports, by
     absolute dotted name."""
     name = name or _module_name(path)
@@ -49,7 +51,7 @@ def _imports(path: Path, name: str | None = None) -> set[str]:
             found.add(target)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return {target for target in found if target.split(".")[0] == "dsh_core"}
+    return frozenset(target for target in found if target.split(".")[0] == "dsh_core")
 
 
 def _layer(module: str) -> str:

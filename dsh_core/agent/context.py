@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..chain import error_chain
 from ..fileio import read_up_to
-from ..trust.policy import AGENTS_FILE
+from ..trust import AGENTS_FILE
 
 __all__ = [
     "AGENTS_FILE",

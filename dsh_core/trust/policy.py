@@ -47,8 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Literal, Protocol
 
+from . import AGENTS_FILE
+
 __all__ = [
-    "AGENTS_FILE",
     "GIT_PROTECTED_NAMES",
     "INSTALLATION",
     "PROTECTED_DIR_NAMES",
@@ -69,9 +70,6 @@ GIT_PROTECTED_NAMES = ("config", "hooks", "commondir", "config.worktree")
 (``core.fsmonitor``, ``core.hooksPath``, aliases, filters; hook scripts), and what moves where
 it reads those from (``commondir`` names another directory for ``config`` and ``hooks``;
 ``config.worktree`` is read too once ``extensions.worktreeConfig`` is set)."""
-
-AGENTS_FILE = "AGENTS.md"
-"""The instructions file: what it says joins the system prompt of later sessions."""
 
 PROTECTED_DIR_NAMES = (".dsh", ".agents")
 """dsh's own project directories: what they hold steers later sessions."""

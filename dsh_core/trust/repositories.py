@@ -30,8 +30,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import AGENTS_FILE
 from .policy import (
-    AGENTS_FILE,
     GIT_DIRECTORY_NAMES,
     PROTECTED_DIR_NAMES,
     Found,
