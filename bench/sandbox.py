@@ -178,7 +178,7 @@ def main() -> None:
         "mounts": {
             "read_only": len(plan.read_only),
             "pinned": len(plan.pinned),
-            "placeholders": len(plan.placeholders) + len(plan.placeholder_files),
+            "tripwires": len(plan.tripwires),
             "hidden": len(plan.hidden_dirs) + len(plan.hidden_files),
         },
         "scan": {"entries": options.tree, **scan},
