@@ -53,7 +53,8 @@ def test_a_command_cannot_change_a_hook_through_where_its_link_leads(attacker: A
     target = shared_hook(attacker)
     script = shlex.quote(evil_script(attacker.marker))
     result = attacker.bash(f"printf %s {script} > {target}; echo done")
-    assert attacker.git(attacker.work, "commit", "-q", "--allow-empty", "-m", "mine").returncode == 0
+    committed = attacker.git(attacker.work, "commit", "-q", "--allow-empty", "-m", "mine")
+    assert committed.returncode == 0
     assert not attacker.ran()
     assert f"{target}: Read-only file system" in result, result
     assert (attacker.work / target).read_text() == HOOK
