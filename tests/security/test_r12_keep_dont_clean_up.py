@@ -168,9 +168,7 @@ def test_a_plant_that_cannot_be_set_aside_stops_the_run(scene: Scene) -> None:
         f"touch sub/AGENTS.md.disabled-by-dsh {taken} && echo planted"
     )
     scene.stub.enqueue(bash_calls(command))
-    run = run_in_process(
-        scene.env, "--allow", "shell", stdin=f"attack\n{NEXT}\n", cwd=scene.work
-    )
+    run = run_in_process(scene.env, "--allow", "shell", stdin=f"attack\n{NEXT}\n", cwd=scene.work)
     assert run.returncode == 1, run.stderr
     [line] = [line for line in run.stdout.splitlines() if line.startswith("[turn failed")]
     assert line.startswith("[turn failed SANDBOX_ESCAPE] a sandboxed command left sub/AGENTS.md")
