@@ -169,7 +169,8 @@ class GrepTool:
             if one_file:  # named by the call: searched even if ignored
                 name = os.path.basename(target.real)
                 if name_filter is None or wanted(name):
-                    _search(target.real, regex, needle, target.shown, found, walk)
+                    with walk.one_file(target.real) as path:  # not through a swapped link
+                        _search(path, regex, needle, target.shown, found, walk)
             else:
                 rules = rules_above(target.real, str(self.workspace.root))
                 choose = None if name_filter is None else wanted
