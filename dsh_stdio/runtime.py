@@ -262,7 +262,7 @@ class Runtime:
         context = system_prompt(cwd, tools=toolbox.names, first_part=self.config.system)
         if warn:
             self._warn(context.warnings)
-        return (context.text + skills_section(skills.skills)) or None
+        return (context.text + skills_section(skills)) or None
 
     def _warn(self, warnings: tuple[str, ...]) -> None:
         for warning in warnings:
