@@ -137,6 +137,10 @@ def serve_rounds(root: Path) -> None:
         print(json.dumps([elapsed, used, dsh]), flush=True)
 
 
+_REPOSITORY = Path(__file__).resolve().parent.parent
+"""The checkout this bench is in: ``git archive`` from a subdirectory would take only that."""
+
+
 class Baseline:
     """dsh at another commit, in a worker process: :meth:`run` is one round of it."""
 
@@ -144,11 +148,15 @@ class Baseline:
         source = base / "baseline-source"
         source.mkdir()
         archive = subprocess.run(
-            ["git", "archive", rev], check=True, capture_output=True, cwd=Path(__file__).parent
+            ["git", "archive", rev], check=True, capture_output=True, cwd=_REPOSITORY
         )
         subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", rev], check=True, capture_output=True, text=True
+            ["git", "rev-parse", "--short", rev],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=_REPOSITORY,
         )
         self.name = f"sandboxed at {rev} ({commit.stdout.strip()})"
         root = base / "work-baseline"

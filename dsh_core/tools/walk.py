@@ -17,8 +17,9 @@ leave out:
   between two listings) is not followed either: the walk holds each directory open and opens
   the next one from it without following a link (the ``beneath`` discipline of
   :mod:`dsh_core.trust.beneath`, as ``write`` and ``edit`` do; SPEC 10.11), starting from the
-  search directory opened with no link on its way. The entries it yields are reached through
-  the directory it holds (``/proc/self/fd/N/name``), so what a caller opens is in the directory
+  search directory opened with no link on its way. The entries it yields are listed from the
+  directory it holds (their ``stat`` is relative to it), and :meth:`Walk.reach` gives a file's
+  name and that directory's descriptor to open it by: what a caller opens is in the directory
   that was listed, whatever was renamed since.
 - Credential locations (``~/.ssh``, ``DSH_HOME``, ... of :mod:`dsh_core.trust.policy`) and dsh's own
   ``/proc/<pid>`` are stepped around (SPEC 10.4): a walk over ``~`` or ``/`` never enters them.
@@ -219,8 +220,9 @@ class Walk:
     """dsh's own ``/proc`` files stepped around."""
     swapped: list[str] = field(default_factory=list)
     """Directories that had become symlinks when the walk came to them: not followed."""
-    _logical: dict[str, str] = field(default_factory=dict, repr=False)
-    """A held directory (``/proc/self/fd/N``) -> the path it was opened as."""
+    _here: tuple[str, HeldDirectory] | None = field(default=None, repr=False)
+    """The directory whose entries are being yielded: its path from the start, and its
+    descriptor."""
 
     def files(
         self,
@@ -237,7 +239,8 @@ class Walk:
         ``want(relative)`` picks files before the ignore rules are asked (it is cheaper);
         ``depth`` is how many levels below ``start`` to go (None: all). ``start`` is absolute
         and resolved; one that leads through a symlink now was swapped since it was resolved,
-        and is a ToolError. An entry is valid until the next one is asked for.
+        and is a ToolError. An entry is valid until the next one is asked for; its ``path`` is
+        its name only: open it by :meth:`reach`, judge it by :meth:`logical`.
         """
         held: list[HeldDirectory] = []
         first = _held_start(start, held)
@@ -255,10 +258,8 @@ class Walk:
                 if here is None:  # a symlink now, or gone: what was listed is not there
                     self._came_apart(directory, relative)
                     continue
-                listed = here.listed(directory)
-                self._logical[listed] = directory
                 try:
-                    with os.scandir(listed) as scan:
+                    with os.scandir(here.fd) as scan:
                         entries = sorted(scan, key=_NAME) if ordered else list(scan)
                 except OSError:
                     self.unreadable.append(relative or ".")
@@ -283,7 +284,8 @@ class Walk:
                         path = relative + name
                         if want is None or want(path):
                             files.append((path, entry))
-                if has_rules and (rule := _load_rules(listed, base=directory)) is not None:
+                held_path = here.listed(directory)
+                if has_rules and (rule := _load_rules(held_path, base=directory)) is not None:
                     rules = (*rules, rule)
                 if rules:  # one search over the directory's names, not one per name
                     names = [entry.name for _, entry in files] + [e.name + "/" for e in below]
@@ -291,7 +293,9 @@ class Walk:
                         count = len(files)
                         files = [f for n, f in enumerate(files) if n not in ignored]
                         below = [e for n, e in enumerate(below, count) if n not in ignored]
+                self._here = directory, here
                 yield from files
+                self._here = None
                 here.hold(len(below))
                 here.release()
                 pending.extend(
@@ -353,9 +357,16 @@ class Walk:
             self.fenced.append(why)
 
     def logical(self, entry: os.DirEntry[str]) -> str:
-        """Where ``entry`` (one :meth:`files` yielded) is, as a path from its start."""
-        held, name = os.path.split(entry.path)
-        return os.path.join(self._logical.get(held, held), name)
+        """Where ``entry`` (the one :meth:`files` yielded last) is, as a path from its start."""
+        assert self._here is not None, "only while the walk yields the entry"
+        return os.path.join(self._here[0], entry.name)
+
+    def reach(self, entry: os.DirEntry[str]) -> tuple[str, int]:
+        """How to open ``entry`` (the one :meth:`files` yielded last): its name, and the
+        descriptor of the directory the walk holds it in (``os.open(name, flags, dir_fd=fd)``),
+        so a rename since cannot lead it elsewhere."""
+        assert self._here is not None, "only while the walk yields the entry"
+        return entry.name, self._here[1].fd
 
     def barrier(self, entry: os.DirEntry[str]) -> str | None:
         """Why the file a symlink leads to may not be read (None: it may): it leads outside
