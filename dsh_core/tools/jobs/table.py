@@ -357,7 +357,7 @@ class JobTable:
 
     def status_line(self, job: Job) -> str:
         """``running 12 s``, ``exited 0 after 3 s``, ``killed (...) after 40 s``."""
-        seconds = f"{job.seconds:.0f} s"
+        seconds = f"{job.seconds:.1f} s" if job.seconds < 10 else f"{job.seconds:.0f} s"
         if job.running:
             return f"running {seconds}"
         if job.status == "lost":
@@ -365,8 +365,9 @@ class JobTable:
         notes = "; ".join(job.notes)
         return f"{job.state()} after {seconds}" + (f"; {notes}" if notes else "")
 
-    def listing(self) -> str:
-        """One line per job: id, status, time, output, command (``/jobs``, ``job_list``)."""
+    def listing(self, *, seen: bool = False) -> str:
+        """One line per job: id, status, time, output, command (``/jobs``, ``job_list``);
+        ``seen``: the model reads it, and learns how the ended ones ended."""
         if not self._jobs:
             return "no background jobs in this session"
         lines = []
@@ -374,7 +375,7 @@ class JobTable:
             command = " ".join(job.command.split())
             command = command if len(command) <= 80 else command[:77] + "..."
             lines.append(f"{job.id}  {self.status_line(job)}  {job.size:,} bytes  $ {command}")
-            if not job.running:
+            if seen and not job.running:
                 job.reported = True
         return "\n".join(lines)
 

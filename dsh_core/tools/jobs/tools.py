@@ -90,7 +90,7 @@ class JobListTool:
             raise ToolError(f"invalid arguments: job_list takes none, not {sorted(arguments)[0]!r}")
 
         async def run() -> ToolOutput:
-            return ToolOutput(self._jobs.listing())
+            return ToolOutput(self._jobs.listing(seen=True))
 
         return Invocation(Access("read"), "background jobs", run)
 
