@@ -68,6 +68,7 @@ def fetched(
     assert b"Traceback" not in run.stderr
     assert_no_canary(home, run.stdout, run.stderr)
     (result,) = [e["data"] for e in read_events(single_log(home)) if e["type"] == "tool/result"]
+    assert isinstance(result, dict)
     return result
 
 
@@ -77,8 +78,9 @@ def test_a_name_that_resolves_to_loopback_is_refused(
     before = len(pages.hits)
     result = fetched(stub, tmp_path, pages.url("/page", host="localhost"))
     assert result["is_error"]
-    assert "refused: localhost resolves to 127.0.0.1, which is a loopback address" in (
-        result["content"]
+    assert (
+        "refused: localhost resolves to 127.0.0.1, which is a loopback address"
+        in (result["content"])
     )
     assert "allow_private_addresses" in result["content"]  # the way out, for a local server
     assert len(pages.hits) == before  # nothing connected

@@ -242,7 +242,6 @@ class JobTable:
     ) -> None:
         from ..process import DEFAULT_TIMINGS, run_child
 
-
         output = job._output
         assert output is not None
 
