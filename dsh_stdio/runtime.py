@@ -34,7 +34,15 @@ from dsh_core.model.seam import ChatModel, ToolCall
 from dsh_core.model.urls import redact_url
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.session.events import JobEnded, JobStarted, Record, TurnEnd
-from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools, everyday_tools
+from dsh_core.tools import (
+    Launcher,
+    Tool,
+    Toolbox,
+    Workspace,
+    builtin_tools,
+    everyday_tools,
+    search_endpoint,
+)
 from dsh_core.trust.sandbox import (
     INSTALL_HINT,
     AutoSandbox,
@@ -274,8 +282,6 @@ class Runtime:
 
     def _everyday_tools(self, log: SessionLog, output_dir: Path) -> list[Tool]:
         """SPEC 16's tools for the session of ``log``."""
-        from dsh_core.tools.web.search import search_endpoint
-
         config = self.config
         return everyday_tools(
             log,

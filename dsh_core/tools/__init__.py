@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .jobs.table import JobTable
 
 __all__ = [
+    "DEEPSEEK_SEARCH_URL",
     "UNSANDBOXED",
     "Access",
     "AccessKind",
@@ -51,7 +52,24 @@ __all__ = [
     "Workspace",
     "builtin_tools",
     "everyday_tools",
+    "search_endpoint",
 ]
+
+DEEPSEEK_SEARCH_URL = "https://api.deepseek.com/anthropic/v1"
+"""DeepSeek's Anthropic-compatible base for ``web_search`` (``/messages`` is added), as the
+reference harness uses it."""
+
+
+def search_endpoint(base_url: str, configured: str | None) -> str | None:
+    """Where ``web_search`` goes: ``configured`` (``DEEPSEEK_SEARCH_BASE_URL``, ``[web]
+    search_base_url``), else DeepSeek's when the chat base URL is DeepSeek's; None: no search.
+    Here, not in :mod:`.web.search`: every start asks, and that module costs 4 ms to import."""
+    if configured:
+        return configured.rstrip("/")
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url).hostname or "").lower()
+    return DEEPSEEK_SEARCH_URL if host == "api.deepseek.com" else None
 
 
 class _Deferred:

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_core.agent.approval import Answer, Question
-from dsh_core.tools.interaction.ask import UserAnswer, UserQuestion
 
 from ..cells import rows as rows_of
 from ..cells import width
@@ -48,6 +47,8 @@ from ..tty import STDIN, discard_typed_ahead
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
+
+    from dsh_core.tools.interaction.ask import UserAnswer, UserQuestion
 
 __all__ = [
     "VIEW",
@@ -239,6 +240,8 @@ _NUMBERS = re.compile(r"\s*\d+(?:\s*[,\s]\s*\d+)*\s*")
 
 def parse_user_reply(reply: str, question: UserQuestion) -> UserAnswer | None:
     """The answer ``reply`` gives; None when it is numbers that choose no option (ask again)."""
+    from dsh_core.tools.interaction.ask import UserAnswer  # the model's questions are rare
+
     text = reply.strip()
     if not text:
         return UserAnswer(question.id)
@@ -303,6 +306,8 @@ class TerminalQuestion:
         """The model's questions, one after another (``ask_user_question``); Ctrl-D leaves the
         rest unanswered, Ctrl-C aborts the turn."""
         import shutil
+
+        from dsh_core.tools.interaction.ask import UserAnswer
 
         answers: list[UserAnswer] = []
         with self._asking() as editor:

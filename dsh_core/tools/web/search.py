@@ -1,6 +1,6 @@
 """``web_search {queries}``: DeepSeek searches the web, dsh lists what it found (SPEC 16).
 
-    tool = WebSearchTool(search_endpoint("https://api.deepseek.com", None), api_key=key,
+    tool = WebSearchTool("https://api.deepseek.com/anthropic/v1", api_key=key,
                          model=lambda: "deepseek-v4-flash")
     output = await tool.prepare({"queries": ["httpx 1.0 release"]}).run()
 
@@ -15,11 +15,11 @@ read, never the model's prose: an answer without a result block is an ``Error:``
 
 Queries (1 to :data:`~dsh_core.tools.specs.MAX_QUERIES`) run at the same time; their results
 are merged, each URL once, and listed: title, URL, snippet. Offered only where it can work
-(:func:`search_endpoint`): the base URL is DeepSeek's, or ``DEEPSEEK_SEARCH_BASE_URL`` /
-``[web] search_base_url`` names an endpoint (the bundled stub server answers one, so this is
-tested offline). It reads nothing of the person's and asks nothing: the queries go to the
-provider that already sees the conversation. Redirects are not followed (the key must not be
-sent on to another host).
+(:func:`dsh_core.tools.search_endpoint`): the base URL is DeepSeek's, or
+``DEEPSEEK_SEARCH_BASE_URL`` / ``[web] search_base_url`` names an endpoint (the bundled stub
+server answers one, so this is tested offline). It reads nothing of the person's and asks
+nothing: the queries go to the provider that already sees the conversation. Redirects are not
+followed (the key must not be sent on to another host).
 """
 
 from __future__ import annotations
@@ -39,18 +39,14 @@ from ..specs import MAX_QUERIES
 
 __all__ = [
     "ANTHROPIC_VERSION",
-    "DEEPSEEK_SEARCH_URL",
     "NO_RESULT_BLOCKS",
     "SEARCH_PROMPT",
     "SearchResult",
     "WebSearchTool",
     "parse_search_response",
     "search_body",
-    "search_endpoint",
 ]
 
-DEEPSEEK_SEARCH_URL = "https://api.deepseek.com/anthropic/v1"
-"""DeepSeek's Anthropic-compatible base (``/messages`` is added), as the reference uses it."""
 ANTHROPIC_VERSION = "2023-06-01"
 SEARCH_PROMPT = "Perform a web search for the query: "
 """The reference's words to the searching model, with the query after them."""
@@ -68,15 +64,6 @@ NO_RESULT_BLOCKS = (
 """The reference's words for an answer that did not search."""
 TIMEOUT_S = 120.0
 """A search is a whole model turn on DeepSeek's side: a bound, not a measure."""
-
-
-def search_endpoint(base_url: str, configured: str | None) -> str | None:
-    """Where searches go: ``configured`` (``DEEPSEEK_SEARCH_BASE_URL``, ``[web]
-    search_base_url``), else DeepSeek's when the chat base URL is DeepSeek's; None: no search."""
-    if configured:
-        return configured.rstrip("/")
-    host = (urlsplit(base_url).hostname or "").lower()
-    return DEEPSEEK_SEARCH_URL if host == "api.deepseek.com" else None
 
 
 def search_body(query: str, model: str) -> dict[str, Any]:

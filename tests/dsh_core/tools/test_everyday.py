@@ -22,13 +22,14 @@ from dsh_core.session.events import (
     TurnStart,
     UserText,
 )
+from dsh_core.tools import search_endpoint
 from dsh_core.tools.base import ToolError
 from dsh_core.tools.interaction.ask import UserAnswer, UserQuestion, parse_questions
 from dsh_core.tools.interaction.todo import parse_todos, todo_counts
 from dsh_core.tools.web.addresses import BlockedAddress, CheckedBackend, refusal
 from dsh_core.tools.web.fetch import parse_url
 from dsh_core.tools.web.markdown import to_markdown
-from dsh_core.tools.web.search import NO_RESULT_BLOCKS, parse_search_response, search_endpoint
+from dsh_core.tools.web.search import NO_RESULT_BLOCKS, parse_search_response
 from dsh_stdio.terminal.approve import parse_user_reply
 
 REFUSED = [
