@@ -48,6 +48,7 @@ bwrap reports a command killed by signal N as exit status 128 + N.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -289,13 +290,15 @@ class Bwrap:
                 pass_fds=tuple(passed),
                 signal_group=_FirstProcess(info_read),
             )
+            _RUNNING.append(plan)
             try:
                 yield launch
             finally:
                 from .confinement import undo
 
+                _RUNNING.remove(plan)
                 found = self.scan.found() if self.scan is not None else None
-                launch.notes += undo(plan, self.inventory(), found)
+                launch.notes += undo(_placeholders_left(plan), self.inventory(), found)
         finally:
             for fd in own:
                 os.close(fd)
@@ -328,6 +331,41 @@ class Bwrap:
             f"[sandbox: the command may have failed because of the sandbox: {said}. If it "
             "needs more, ask to run it with sandbox: false and a justification]"
         )
+
+
+_RUNNING: list[Confinement] = []
+"""The confinements of the sandboxed commands running now in this process: a background job
+beside a command, or two jobs (SPEC 16)."""
+_LEFT: dict[Path, bool] = {}
+"""Placeholders (True: a directory) that a command left in place when it ended, because a
+command still running had them mounted; the last one to end removes them."""
+
+
+def _placeholders_left(plan: Confinement) -> Confinement:
+    """``plan`` with the placeholders to remove now: its own and those left to it, but none
+    that a command still running has mounted. Removing a mount point in another mount
+    namespace unmounts it there (Linux 3.18): a running command would find ``.git`` gone and
+    could make one of its own, hooks and all (SPEC 10.12: keep, don't clean up)."""
+    if not _RUNNING and not _LEFT:
+        return plan
+    held = {
+        path
+        for other in _RUNNING
+        for path in (*other.read_only, *other.placeholders, *other.placeholder_files)
+    }
+    mine = {
+        **_LEFT,
+        **dict.fromkeys(plan.placeholders, True),
+        **dict.fromkeys(plan.placeholder_files, False),
+    }
+    _LEFT.clear()
+    _LEFT.update({path: is_dir for path, is_dir in mine.items() if path in held})
+    free = [(path, is_dir) for path, is_dir in mine.items() if path not in held]
+    return dataclasses.replace(
+        plan,
+        placeholders=tuple(path for path, is_dir in free if is_dir),
+        placeholder_files=tuple(path for path, is_dir in free if not is_dir),
+    )
 
 
 @functools.cache
