@@ -307,7 +307,7 @@ def test_100_jobs_unknown_ids_and_nothing_left(
     assert outcome[101]["is_error"]
     assert "[status: killed (job_kill: enough): sent SIGINT" in outcome[102]["content"]
     assert "bash-1  killed" in outcome[103]["content"]
-    assert _alive(marker) == []  # the other 15 ended with dsh
+    wait_until(lambda: _alive(marker) == [], "the other 15 to end with dsh")
     assert len(done.of_type("job/start")) == 16
 
 
@@ -354,7 +354,8 @@ def test_a_resumed_session_hears_its_jobs_ended_with_the_dsh_that_ran_them(
         Answer("started"),
     )
     first = run(dsh_env, workdir, "--allow", "shell")
-    assert first.returncode == 0 and _alive(marker) == []
+    assert first.returncode == 0
+    wait_until(lambda: _alive(marker) == [], "the job to end with dsh")
     stub.enqueue(Answer("ok"))
     run(dsh_env, workdir, "-c", stdin="and now?\n")
     log = single_log(Path(dsh_env["DSH_HOME"]))
