@@ -29,6 +29,7 @@ from dsh_core.trust.sandbox import SandboxMode
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "SEARCH_URL_VARIABLE",
     "Action",
     "Config",
     "SandboxMode",
@@ -36,6 +37,10 @@ __all__ = [
     "parse_config",
     "with_servers",
 ]
+
+SEARCH_URL_VARIABLE = "DEEPSEEK_SEARCH_BASE_URL"
+"""Where ``web_search`` goes, as the reference harness names it (not ``DEEPSEEK_BASE_URL``:
+search speaks the Anthropic-compatible Messages API)."""
 
 DEFAULT_MODEL = "deepseek-v4-flash"
 
@@ -99,6 +104,12 @@ class Config:
     """``--reasoning-effort``: sent as it is; None sends none."""
     servers: tuple[ServerSpec, ...] = ()
     """The MCP servers ``$DSH_HOME/config.toml`` configures (read for a chat only)."""
+    allow_private_addresses: bool = False
+    """``[web] allow_private_addresses``: ``web_fetch`` may reach this machine and private
+    networks (never the cloud's metadata endpoints)."""
+    search_base_url: str | None = None
+    """Where ``web_search`` goes: ``DEEPSEEK_SEARCH_BASE_URL``, else ``[web]
+    search_base_url``; None: DeepSeek's own when the base URL is DeepSeek's, else no search."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -365,10 +376,16 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
 
 def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Config:
     """``config`` with the MCP servers of ``$DSH_HOME/config.toml``; ``--allow mcp:NAME`` must
-    name one of them. Raises :class:`~.config_file.ConfigFileError` for a bad file."""
-    from .config_file import read_config_file
+    name one of them. Raises :class:`~.config_file.ConfigFileError` for a bad file.
 
-    servers = read_config_file(config.home, os.environ if environ is None else environ)
+    Its ``[web]`` settings too; ``DEEPSEEK_SEARCH_BASE_URL`` beats the file's
+    ``search_base_url``."""
+    from .config_file import read_config_file, read_web_settings
+
+    environ = os.environ if environ is None else environ
+    servers = read_config_file(config.home, environ)
+    web = read_web_settings(config.home, environ)
+    search = environ.get(SEARCH_URL_VARIABLE, "").strip().rstrip("/") or web.search_base_url
     known = [server.name for server in servers]
     for grant in sorted(config.allow):
         if grant.startswith("mcp:") and grant[4:] not in known:
@@ -376,7 +393,12 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
                 f"--allow {grant}: no MCP server {grant[4:]!r} in {config.home}/config.toml "
                 f"(configured: {', '.join(known) or 'none'})"
             )
-    return dataclasses.replace(config, servers=servers)
+    return dataclasses.replace(
+        config,
+        servers=servers,
+        allow_private_addresses=web.allow_private_addresses,
+        search_base_url=search,
+    )
 
 
 def _grants(values: Sequence[str]) -> frozenset[Grant]:

@@ -11,6 +11,10 @@
     url = "https://mcp.example.com/mcp"
     headers = { Authorization = "Bearer ${TRACKER_TOKEN}" }
 
+    [web]                                # web_fetch and web_search (SPEC 16)
+    allow_private_addresses = true       # web_fetch may reach this machine and private networks
+    search_base_url = "https://gateway.example.com/anthropic/v1"   # where web_search goes
+
 Only this file starts processes: nothing in a project (a ``.dsh/config.toml`` the model could
 have written) is read for it. A file that is not what is described here is a startup failure
 whose message names the file, the line and the key (:class:`ConfigFileError`); a missing file
@@ -24,17 +28,34 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dsh_core.errors import STARTUP, HarnessError
 from dsh_core.extensions.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "read_config_file"]
+__all__ = ["CONFIG_FILE", "ConfigFileError", "WebSettings", "read_config_file", "read_web_settings"]
 
 CONFIG_FILE = "config.toml"
 
 _SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "startup_timeout_s")
+_WEB_KEYS = ("allow_private_addresses", "search_base_url")
+_SECTIONS = ("mcp", "web")
+"""The file's top-level tables."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    """``[web]``: what ``web_fetch`` may reach, and where ``web_search`` goes."""
+
+    allow_private_addresses: bool = False
+    """``web_fetch`` may reach loopback, private and link-local addresses (never the cloud's
+    metadata endpoints): a documentation server on this machine, a test's server."""
+    search_base_url: str | None = None
+    """An Anthropic-compatible Messages endpoint for ``web_search`` (``/messages`` is added)."""
+
+
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -49,11 +70,23 @@ def read_config_file(
     home: Path, environ: Mapping[str, str] | None = None
 ) -> tuple[ServerSpec, ...]:
     """The MCP servers ``home/config.toml`` configures; none when there is no such file."""
-    path = home / CONFIG_FILE
+    reader = _load(home / CONFIG_FILE, environ)
+    return reader.servers() if reader is not None else ()
+
+
+def read_web_settings(home: Path, environ: Mapping[str, str] | None = None) -> WebSettings:
+    """``[web]`` of ``home/config.toml``; the defaults when there is no such file or table."""
+    reader = _load(home / CONFIG_FILE, environ)
+    return reader.web() if reader is not None else WebSettings()
+
+
+def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
+    """The parsed file, ready to read; None when there is none. ConfigFileError when it is not
+    UTF-8 TOML, naming the line and key."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return ()
+        return None
     except OSError as exc:
         raise ConfigFileError(f"cannot read {path}") from exc
     import tomllib  # only when there is a file
@@ -73,16 +106,23 @@ def read_config_file(
     if problem is not None:
         # Raised out here: inside the except, the parser's own words would follow ours again.
         raise ConfigFileError(problem)
-    return _Reader(path, text, os.environ if environ is None else environ).servers(data)
+    reader = _Reader(path, text, os.environ if environ is None else environ, data)
+    for key in data:
+        if key not in _SECTIONS:
+            raise reader.fail(key, "unknown key (this dsh reads [mcp.servers.NAME] and [web])")
+    return reader
 
 
 class _Reader:
     """Checks the parsed file, naming the line of any key it refuses."""
 
-    def __init__(self, path: Path, text: str, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, path: Path, text: str, environ: Mapping[str, str], data: dict[str, Any]
+    ) -> None:
         self.path = path
         self.lines = _key_lines(text)
         self.environ = environ
+        self.data = data
 
     def fail(self, key: str, problem: str) -> ConfigFileError:
         # The key's own line, else its table's (a value inside an inline table has none), else
@@ -99,11 +139,23 @@ class _Reader:
         where = f", line {line}" if line is not None else ""
         return ConfigFileError(f"{self.path}{where}: {key}: {problem}")
 
-    def servers(self, data: dict[str, Any]) -> tuple[ServerSpec, ...]:
-        for key in data:
-            if key != "mcp":
-                raise self.fail(key, "unknown key (this dsh reads only [mcp.servers.NAME])")
-        mcp = self.table(data.get("mcp", {}), "mcp")
+    def web(self) -> WebSettings:
+        web = self.table(self.data.get("web", {}), "web")
+        for key in web:
+            if key not in _WEB_KEYS:
+                raise self.fail(f"web.{key}", f"unknown key; [web] takes {', '.join(_WEB_KEYS)}")
+        allow = web.get("allow_private_addresses", False)
+        if not isinstance(allow, bool):
+            raise self.fail("web.allow_private_addresses", "must be true or false")
+        url = self.string(web, "web", "search_base_url")
+        if url is not None:
+            url = self.expand(url, "web.search_base_url")
+            if not re.match(r"https?://", url):
+                raise self.fail("web.search_base_url", "must be an http:// or https:// URL")
+        return WebSettings(allow, url.rstrip("/") if url else None)
+
+    def servers(self) -> tuple[ServerSpec, ...]:
+        mcp = self.table(self.data.get("mcp", {}), "mcp")
         for key in mcp:
             if key != "servers":
                 raise self.fail(f"mcp.{key}", "unknown key (did you mean mcp.servers?)")

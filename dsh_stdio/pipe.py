@@ -10,11 +10,13 @@ later line would meet too (``STOPPING_CODES``) the rest of the input is not sent
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dsh_core.agent.approval import Answer, Asker, Question
 from dsh_core.agent.compaction import WindowAdvice
@@ -23,6 +25,9 @@ from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA, SANDBOX_ESCAPE
 from .runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
+
+if TYPE_CHECKING:
+    from dsh_core.tools.interaction.ask import UserAnswer, UserQuestion
 
 __all__ = ["STOPPING_CODES", "LineReader", "Overlong", "decode_input", "run_one_shot", "run_pipe"]
 
@@ -247,11 +252,19 @@ def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
         stdin=runtime.stdin,
     )
 
-    async def on_stderr(question: Question) -> Answer:
+    def on_stderr_terminal() -> contextlib.AbstractContextManager[object]:
         from prompt_toolkit.application import create_app_session
         from prompt_toolkit.output import create_output
 
-        with create_app_session(output=create_output(stdout=runtime.err)):
+        return create_app_session(output=create_output(stdout=runtime.err))
+
+    async def on_stderr(question: Question) -> Answer:
+        with on_stderr_terminal():
             return await ask(question)
 
+    async def user_on_stderr(questions: Sequence[UserQuestion]) -> Sequence[UserAnswer]:
+        with on_stderr_terminal():
+            return await ask.ask_user(questions)
+
+    runtime.ask_user_on(user_on_stderr)  # the model's own questions, the same way (SPEC 16)
     return on_stderr

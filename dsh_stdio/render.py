@@ -43,6 +43,7 @@ __all__ = [
     "quote",
     "retry_notice",
     "shown",
+    "todo_mark",
     "tool_call_line",
     "tool_result_line",
     "usage_line",
@@ -121,6 +122,14 @@ def tool_result_line(call: ToolCall, result: ToolResult) -> str:
     if result.truncated and result.output_file:
         line += f", cut short for the model (all of it in {result.output_file})"
     return line
+
+
+_TODO_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+
+
+def todo_mark(status: str) -> str:
+    """``[x]`` done, ``[>]`` being worked on, ``[ ]`` not started: the checklist's boxes."""
+    return _TODO_MARKS.get(status, "[?]")
 
 
 OUTPUT_TAIL_LINES = 5

@@ -7,6 +7,7 @@ exit status a turn asks for live here.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from dataclasses import InitVar, dataclass, field
@@ -32,8 +33,16 @@ from dsh_core.model.deepseek import (
 from dsh_core.model.seam import ChatModel, ToolCall
 from dsh_core.model.urls import redact_url
 from dsh_core.session import SessionLog, SessionStore, cwd_key
-from dsh_core.session.events import TurnEnd
-from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
+from dsh_core.session.events import JobEnded, JobStarted, Record, TurnEnd
+from dsh_core.tools import (
+    Launcher,
+    Tool,
+    Toolbox,
+    Workspace,
+    builtin_tools,
+    everyday_tools,
+    search_endpoint,
+)
 from dsh_core.trust.sandbox import (
     INSTALL_HINT,
     AutoSandbox,
@@ -51,7 +60,11 @@ from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from dsh_core.extensions.mcp.servers import McpServers
+    from dsh_core.tools.interaction.ask import UserAsker
+    from dsh_core.tools.jobs.table import JobTable
     from dsh_core.trust.policy import Kept
 
 __all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime", "shown_url"]
@@ -60,6 +73,8 @@ TOOL_OUTPUT_DIR = "tool-output"
 """Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
 OUTPUT_CLOSED = "output closed"
 """The abort reason when stdout's reader went away (SPEC section 12)."""
+SUBAGENT_NOBODY = "a subagent cannot ask anyone"
+"""Why a subagent's calls that need a person are refused, and its questions unanswered."""
 
 
 @dataclass
@@ -96,6 +111,12 @@ class Runtime:
     """Standard output refused a write (a full disk, a closed descriptor)."""
     servers: McpServers | None = None
     """The MCP servers of this run (started before the first session's tools are made)."""
+    user_asker: UserAsker | None = None
+    """The terminal's way of asking the model's own questions (``ask_user_question``)."""
+    jobs: JobTable | None = None
+    """This session's background jobs, made at the first (or at a resume that had some)."""
+    _closing: list[asyncio.Future[None]] = field(default_factory=list, init=False)
+    """Sessions left by ``/new`` whose jobs are still being ended."""
 
     @classmethod
     async def open(
@@ -189,13 +210,19 @@ class Runtime:
         self.asker = asker
         self.conversation.approval.asker = asker
 
+    def ask_user_on(self, asker: UserAsker) -> None:
+        """Let the model's own questions be asked (the REPL, a one-shot run at a terminal)."""
+        self.user_asker = asker
+
     def new(self) -> SessionLog:
         """Start a fresh session (``/new``), keeping the model and its settings."""
-        old = self.conversation
+        old, jobs = self.conversation, self.jobs
         log = self.store.create(Path.cwd())
         self.conversation = self._conversation(log, old.model_name)
         self.conversation.thinking = old.thinking  # as /think left it
         self._close_log(old.log)
+        if jobs is not None:  # a session's jobs end with it (they are ended meanwhile)
+            self._closing.append(asyncio.ensure_future(jobs.close()))
         return log
 
     def _conversation(self, log: SessionLog, model_name: str) -> Conversation:
@@ -208,6 +235,7 @@ class Runtime:
         toolbox = Toolbox()
         skills = SkillCatalog()
         self.launcher = None
+        self.jobs = None
         if config.tools:
             output_dir = log.path.parent / TOOL_OUTPUT_DIR
             workspace = Workspace.at(
@@ -221,10 +249,15 @@ class Runtime:
             )
             skills = discover_skills(cwd)
             self._warn(skills.warnings)
-            tools: list[Tool] = builtin_tools(workspace, launcher=lambda: launcher)
+            if any(isinstance(event.record, JobStarted) for event in log.events):
+                self._job_table(log, output_dir)  # a resume: the model hears they ended
+            tools: list[Tool] = builtin_tools(
+                workspace, launcher=lambda: launcher, jobs=lambda: self._job_table(log, output_dir)
+            )
             if skills.skills:
                 tools.append(SkillTool(skills, workspace))
             tools.append(SubagentTool(lambda call: self._child(log, call, skills), output_dir))
+            tools += self._everyday_tools(log, output_dir)
             if self.servers is not None:
                 tools += self.servers.tools(output_dir)
             toolbox = Toolbox(tools)
@@ -245,7 +278,42 @@ class Runtime:
             toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
+            notes=(self._job_notes,),
         )
+
+    def _everyday_tools(self, log: SessionLog, output_dir: Path) -> list[Tool]:
+        """SPEC 16's tools for the session of ``log``."""
+        config = self.config
+        return everyday_tools(
+            log,
+            output_dir,
+            jobs=lambda: self._job_table(log, output_dir),
+            asker=lambda: self.user_asker,
+            nobody=ApprovalPolicy().unattended,  # what a refused call says, as its question
+            allow_private=config.allow_private_addresses,
+            search_endpoint=search_endpoint(config.base_url, config.search_base_url),
+            api_key=config.api_key or None,
+            model=lambda: self.conversation.model_name,
+        )
+
+    def _job_table(self, log: SessionLog, output_dir: Path) -> JobTable:
+        """The background jobs of the session of ``log``, made at the first use."""
+        if self.jobs is None:
+            from dsh_core.tools.jobs.table import JobTable
+
+            self.jobs = JobTable(log, output_dir)
+        return self.jobs
+
+    def _job_notes(self, turn: int) -> Sequence[Record]:
+        """The jobs that ended since the last request: said to the person, told the model."""
+        if self.jobs is None:
+            return ()
+        records = self.jobs.notes(turn)
+        view = self.current_view
+        for record in records:
+            if view is not None and isinstance(record, JobEnded):
+                view.notice(f"background job {record.job_id}: {record.status}")
+        return records
 
     def _servers_run_from(self) -> tuple[Kept, ...]:
         """What the configured MCP servers run from: protected where inside, whether they
@@ -277,6 +345,14 @@ class Runtime:
         tools = [tool for tool in builtin_tools(workspace) if tool.spec.name in CHILD_TOOLS]
         if skills.skills:
             tools.append(SkillTool(skills, workspace))
+        # Its question can reach nobody: the tool says so, and the child decides (SPEC 16).
+        tools += [
+            tool
+            for tool in everyday_tools(
+                log, log.path.parent, jobs=None, asker=lambda: None, nobody=SUBAGENT_NOBODY
+            )
+            if tool.spec.name == "ask_user_question"
+        ]
         toolbox = Toolbox(tools)
         parent_now = self.conversation  # /model and /think apply to its subagents too
         return Conversation(
@@ -292,9 +368,7 @@ class Runtime:
             reasoning_effort=parent_now.reasoning_effort,
             toolbox=toolbox,
             # Nobody can be asked from inside a call: what needs a question is refused.
-            approval=ApprovalPolicy(
-                config.allow & {"read"}, None, unattended="a subagent cannot ask anyone"
-            ),
+            approval=ApprovalPolicy(config.allow & {"read"}, None, unattended=SUBAGENT_NOBODY),
             system_prompt=self._system_prompt(cwd, toolbox, skills, warn=False),
         )
 
@@ -417,7 +491,12 @@ class Runtime:
         return end
 
     async def close(self) -> bool:
-        """Close the log and the model; True when the session was kept (it has turns)."""
+        """End the session's jobs; close the log and the model; True when the session was
+        kept (it has turns)."""
+        if self.jobs is not None:
+            self._closing.append(asyncio.ensure_future(self.jobs.close()))
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
         kept = self._close_log(self.conversation.log)
         if self.servers is not None:
             await self.servers.close()

@@ -29,10 +29,11 @@ from dsh_core.model.seam import (
     ReasoningDelta,
     RetryNotice,
     TextDelta,
+    ToolCall,
     ToolCallRequest,
     Usage,
 )
-from dsh_core.session.events import ToolResult, TurnEnd
+from dsh_core.session.events import Todo, ToolResult, TurnEnd
 
 from .render import (
     compacted_line,
@@ -40,6 +41,7 @@ from .render import (
     outcome_line,
     output_tail,
     retry_notice,
+    todo_mark,
     tool_call_line,
     tool_result_line,
     usage_line,
@@ -256,7 +258,12 @@ class TurnView:
                 if started is not None and call.id not in self._asked and not result.is_error:
                     self._applied(started.preview)
                 self._asked.discard(call.id)
-                self._remark(tool_result_line(call, result), dim=False)
+                todos = _checklist(call) if not result.is_error else None
+                if todos is not None:  # the list itself says what it did (SPEC 16)
+                    for todo in todos:
+                        self._remark(self._todo_line(todo), dim=todo.status == "completed")
+                else:
+                    self._remark(tool_result_line(call, result), dim=False)
                 self._output_tail(result)
                 if not self._running:
                     self.show_waiting()
@@ -280,6 +287,12 @@ class TurnView:
                 pass
             case _:
                 assert_never(event)
+
+    def _todo_line(self, todo: Todo) -> str:
+        """One item of the model's checklist: indented under its call on a terminal, a
+        ``dsh: todo`` notice on a pipe."""
+        line = f"{todo_mark(todo.status)} {todo.content}"
+        return f"  {line}" if self._terminal else f"todo {line}"
 
     def _applied(self, preview: str) -> None:
         """On a terminal, the diff of an edit that ran without a question (``[a]``, --allow):
@@ -344,6 +357,22 @@ class TurnView:
         line = outcome_line(end, steps=steps)
         if line is not None:
             self._write(neutralise(line) + "\n")  # it may quote the server's words
+
+
+def _checklist(call: ToolCall) -> tuple[Todo, ...] | None:
+    """The list a ``todo_write`` call set (its result said it was set); None for other calls."""
+    if call.name != "todo_write":
+        return None
+    import json
+
+    from dsh_core.tools.base import ToolError
+    from dsh_core.tools.interaction.todo import parse_todos
+
+    try:
+        arguments = json.loads(call.arguments or "{}")
+        return parse_todos(arguments) if isinstance(arguments, dict) else None
+    except (ValueError, ToolError):
+        return None
 
 
 def _add(total: Usage | None, step: Usage) -> Usage:

@@ -13,6 +13,8 @@ or a credential (SPEC 10.2, 10.4)
 ``bash`` leaving the sandbox       asks, even with ``--allow`` refused unless ``--sandbox off``
 a tool of an MCP server            asks                        refused unless ``--allow mcp``
                                                                or ``--allow mcp:NAME``
+``web_fetch``                      asks (always: per host)     refused unless ``--allow web``
+``ask_user_question``              asks its own question       an ``Error:`` result
 =================================  ==========================  ================================
 
 ``--allow`` grants without asking, but never the rows that say "every time": ``--allow write``
@@ -52,12 +54,13 @@ __all__ = [
 
 Grant = str
 """A name ``--allow`` takes: one of :data:`ALL_GRANTS`, or ``mcp:NAME`` for one MCP server."""
-ALL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell", "network", "mcp"))
+ALL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell", "network", "mcp", "web"))
 """Every name ``--allow`` takes but ``all`` and ``mcp:NAME``."""
 TOOL_GRANTS: frozenset[Grant] = frozenset(("read", "write", "shell"))
 """What ``--allow all`` grants: every built-in tool, without asking. The network stays closed
-to a sandboxed command unless ``--allow network`` says so by name, and the tools of MCP servers
-(code dsh knows nothing of) ask unless ``--allow mcp`` or ``--allow mcp:NAME`` does."""
+to a sandboxed command unless ``--allow network`` says so by name, the tools of MCP servers
+(code dsh knows nothing of) ask unless ``--allow mcp`` or ``--allow mcp:NAME`` does, and
+``web_fetch`` asks per host unless ``--allow web`` does."""
 
 Choice = Literal["yes", "no", "always"]
 
@@ -122,8 +125,8 @@ class ApprovalPolicy:
             if self.asker is None:
                 return "unavailable"
             return await self._ask(call, invocation, remember=False)
-        if access.free:
-            return None
+        if access.free or (access.person and access.kind == "read"):
+            return None  # a question to the person is its own approval
         if access.kind in self.grants or (access.grant and access.grant in self.grants):
             return "granted-by-flag"
         # "Always" covers what stays in the working directory: a yes to reading /etc/hosts

@@ -15,6 +15,10 @@ request. The rules (SPEC sections 6 and 8):
 - Two plain messages of one role in a row (possible in logs from before ``EMPTY_RESPONSE``
   covered reasoning-only answers, and after a compaction's checkpoint) are sent as one, joined
   by a blank line; tool-calling assistant messages and tool messages are never merged.
+- A background job's end (``job/end``, written before a step's request) is a user message: the
+  model hears of it in its next request. ``todo/write`` sends nothing (the call and its result
+  already carry the list) but is kept: :attr:`History.todos` is the latest list, which a
+  compaction sends verbatim (SPEC 11, 16).
 - Compaction (SPEC 11): once ``compaction/end`` is folded, the model sees the system prompt,
   the summary as a user-role checkpoint closed by an end line (:func:`checkpoint_message`), then the
   messages of the events after ``replaces_through``, folded again by these same rules. A compaction
@@ -50,11 +54,15 @@ from ..session.events import (
     CompactionEnd,
     CompactionStart,
     CompactionSummary,
+    JobEnded,
+    JobStarted,
     Record,
     RetryScheduled,
     SessionEvent,
     StepUsage,
     SystemPrompt,
+    Todo,
+    TodoWrite,
     ToolCallStarted,
     ToolResult,
     TurnEnd,
@@ -297,6 +305,8 @@ class History:
         """A compaction begun (the seq of its start) and its summary, until its end."""
         self.usage = SessionUsage()
         """Added up as the log's usage is folded in, so it outlives what the log lets go of."""
+        self.todos: tuple[Todo, ...] = ()
+        """The model's checklist as its latest ``todo_write`` left it (empty before one)."""
 
     def update(self, events: Sequence[SessionEvent]) -> None:
         """Fold in the events appended since the last call (the log is append-only)."""
@@ -412,7 +422,11 @@ class History:
             case CompactionEnd():
                 if not again:
                     self.usage.compactions += 1  # update() applies it: that needs the events
-            case ToolCallStarted() | ApprovalDecided() | RetryScheduled():
+            case TodoWrite(todos=todos):
+                self.todos = todos
+            case JobEnded(notice=notice):
+                self._open_with(UserMessage(notice))
+            case ToolCallStarted() | ApprovalDecided() | RetryScheduled() | JobStarted():
                 pass  # bookkeeping: the model does not see it
             case UnknownEvent():
                 pass  # from a newer dsh: what it means for the history is unknown here

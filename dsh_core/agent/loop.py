@@ -66,6 +66,7 @@ from ..model.seam import (
 from ..session import SessionLog
 from ..session.closing import answer_unanswered, closing_records
 from ..session.events import (
+    Record,
     RetryScheduled,
     StepUsage,
     SystemPrompt,
@@ -93,6 +94,7 @@ __all__ = [
     "Conversation",
     "LoopEvent",
     "Nested",
+    "NoteSource",
     "Observer",
     "PreTurnHook",
     "ToolFinished",
@@ -127,6 +129,11 @@ Observer = Callable[[LoopEvent], None]
 
 PreTurnHook = Callable[["Conversation", str], str | None]
 """Runs before a turn is sent; returns a reason to reject the turn (say what to do), or None."""
+
+NoteSource = Callable[[int], Sequence[Record]]
+"""What happened meanwhile that the model must hear of in its next request (a background job
+that ended, SPEC 16): records for turn N, asked for before each step's request and written
+then (fsynced), never between a call and its result."""
 
 
 class _Turn:
@@ -167,6 +174,7 @@ class Conversation:
         thinking: bool | None = None,
         reasoning_effort: str | None = None,
         hooks: Sequence[PreTurnHook] = (),
+        notes: Sequence[NoteSource] = (),
     ) -> None:
         self.model = model
         self.log = log
@@ -197,6 +205,8 @@ class Conversation:
             *hooks,
         )
         """Pre-turn checks, built-ins first; the first reason returned rejects the turn."""
+        self.notes: tuple[NoteSource, ...] = tuple(notes)
+        """Asked before each step's request; what they return is written, then sent."""
         self._cancellation: Cancellation | None = None
         """The running turn's; None when idle."""
         self._log_failure: FailureRecord | None = None
@@ -373,6 +383,7 @@ class Conversation:
             if number > self.max_steps:
                 return self._end(TurnEnd(turn.number, "max-steps"), turn)
             await self.keeper.before_step(turn, number, self._cancel, on_event)
+            self._write_notes(turn)
             step = turn.step = Step(number)
             try:
                 await self._stream(turn, step, on_event)
@@ -400,6 +411,12 @@ class Conversation:
                     calls.answer(call, not_run)
                 return self._end(TurnEnd(turn.number, "max-tokens"), turn)
             await calls.run(step.calls)
+
+    def _write_notes(self, turn: _Turn) -> None:
+        """What the :attr:`notes` have for the model, in the log before the request."""
+        records = [record for source in self.notes for record in source(turn.number)]
+        if records:
+            self.log.extend(records, durable=True)
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest:
         """The request a step of this conversation sends, carrying ``messages``."""

@@ -18,6 +18,12 @@ A turn is written in this order (``step`` counts the model requests of a turn fr
     tool/result       {turn, step, call_id, is_error, content, error?, exit_code?, ...}
     turn/end          {turn, reason: {kind, ...}}
 
+The everyday tools (SPEC 16) add, during their call: ``todo/write {turn, todos: [{content,
+status}]}`` (fsynced: the latest list is what compaction keeps) and ``job/start {turn, job_id,
+command, output_file}``; and before a step's request, ``job/end {turn, job_id, status,
+exit_code?, notice}`` for a background job that ended since (fsynced: ``notice`` is what the
+model is told, as a user message).
+
 ``system/prompt {text}`` is written once per session, before its first turn. A compaction
 (SPEC 11) writes three lines, each fsynced, before a step of a turn or, for ``/compact``,
 between turns (``turn`` is then null)::
@@ -63,6 +69,7 @@ __all__ = [
     "APPROVAL_OUTCOMES",
     "END_KINDS",
     "FORGOTTEN",
+    "TODO_STATUSES",
     "ApprovalDecided",
     "ApprovalOutcome",
     "AssistantStep",
@@ -71,11 +78,16 @@ __all__ = [
     "CompactionSummary",
     "CompactionTrigger",
     "EndKind",
+    "JobEnded",
+    "JobStarted",
     "Record",
     "RetryScheduled",
     "SessionEvent",
     "StepUsage",
     "SystemPrompt",
+    "Todo",
+    "TodoStatus",
+    "TodoWrite",
     "ToolCallStarted",
     "ToolOutput",
     "ToolResult",
@@ -348,6 +360,74 @@ class CompactionEnd(Codec):
     turn: int | None
 
 
+TodoStatus = Literal["pending", "in_progress", "completed"]
+TODO_STATUSES: tuple[TodoStatus, ...] = get_args(TodoStatus)
+
+
+@dataclass(frozen=True, slots=True)
+class Todo:
+    """One item of the model's checklist (``todo_write``)."""
+
+    content: str
+    status: TodoStatus
+
+
+@dataclass(frozen=True, slots=True)
+class TodoWrite:
+    """The model's whole checklist, as its latest ``todo_write`` set it (fsynced)."""
+
+    TYPE: ClassVar[str] = "todo/write"
+    turn: int
+    todos: tuple[Todo, ...]
+
+    def to_data(self) -> dict[str, Any]:
+        todos = [{"content": todo.content, "status": todo.status} for todo in self.todos]
+        return {"turn": self.turn, "todos": todos}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> TodoWrite:
+        raw = data.get("todos")
+        if not isinstance(raw, list):
+            raise ValueError("todos is not a list")
+        todos = []
+        for item in raw:
+            if not isinstance(item, dict):
+                raise ValueError("a todo is not an object")
+            status = read_str(item, "status")
+            if status not in TODO_STATUSES:
+                raise ValueError(f"unknown status {status!r}")
+            todos.append(Todo(read_str(item, "content"), status))
+        return cls(read_int(data, "turn"), tuple(todos))
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted(Codec):
+    """A background command started (``bash`` with ``run_in_background``)."""
+
+    TYPE: ClassVar[str] = "job/start"
+    turn: int
+    job_id: str
+    """``bash-1``: what the model names it by, unique in the session."""
+    command: str
+    output_file: str
+    """Where all of its output goes (0600, beside the session log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnded(Codec):
+    """A background job ended, and the model is told so in its next request (fsynced)."""
+
+    TYPE: ClassVar[str] = "job/end"
+    turn: int
+    job_id: str
+    status: str
+    """``exited``, ``killed`` (job_kill, or the session ended), ``timed-out``, or ``lost``
+    (the dsh that ran it exited before it ended)."""
+    notice: str
+    """What the model reads, as a user message: the job, how it ended, where its output is."""
+    exit_code: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
     """How a turn ended: what ``turn/end`` stores and the loop returns."""
@@ -416,6 +496,9 @@ Record = (
     | CompactionStart
     | CompactionSummary
     | CompactionEnd
+    | TodoWrite
+    | JobStarted
+    | JobEnded
     | UnknownEvent
 )
 """One event of the session log."""
@@ -436,6 +519,9 @@ _KNOWN: dict[str, Any] = {
         CompactionStart,
         CompactionSummary,
         CompactionEnd,
+        TodoWrite,
+        JobStarted,
+        JobEnded,
     )
 }
 

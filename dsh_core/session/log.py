@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import SessionLogError, UsageError
-from .events import FORGOTTEN, Record, SessionEvent, SystemPrompt
+from .events import FORGOTTEN, Record, SessionEvent, SystemPrompt, TurnEnd, TurnStart
 from .lines import encode_line, format_time
 
 __all__ = ["SessionLog", "lock", "write_all"]
@@ -123,6 +123,17 @@ class SessionLog:
         if self.on_append is not None:
             self.on_append(event)
         return event
+
+    def open_turn(self) -> int | None:
+        """The turn started and not ended yet, where a record written now belongs (a tool's,
+        during its call); None between turns."""
+        for event in reversed(self.events):
+            record = event.record
+            if isinstance(record, TurnEnd):
+                return None
+            if isinstance(record, TurnStart):
+                return record.turn
+        return None
 
     def extend(self, records: Sequence[Record], *, durable: bool = False) -> None:
         """Append ``records`` in order; with ``durable``, one fsync after the last covers all."""

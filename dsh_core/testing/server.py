@@ -8,6 +8,9 @@ behaviour answers it (a summary request, from the summaries' own queue), else th
 trigger word picks (:mod:`.triggers`). A refused request leaves the queues alone. The prompt
 is counted (:mod:`.prompts`) for the usage it reports and for :attr:`StubServer.served`.
 :mod:`.responder` writes the answer.
+
+It also answers web searches as DeepSeek's Anthropic-compatible Messages API does
+(``POST /anthropic/v1/messages``, :mod:`.search`), with the same key rule.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .behaviours import Behaviour, LongStream, in_thinking_mode
 from .chat_request import thinking_mode
 from .prompts import PromptCount, PromptCounter
 from .responder import Responder, error_body, send_json
+from .search import SEARCH_PATHS, search_answer
 from .triggers import TriggerPicker, is_summary_request
 from .validation import validate_request
 
@@ -87,6 +91,7 @@ class StubServer:
         self._requests: list[Any] = []
         self._bodies: list[bytes] = []
         self._headers: list[dict[str, str]] = []
+        self._searches: list[Any] = []
         self._opened = 0
         self._closed = 0
         self._reasoned: set[str] = set()
@@ -180,6 +185,12 @@ class StubServer:
             return [dict(h) for h in self._headers]
 
     @property
+    def searches(self) -> list[Any]:
+        """The JSON bodies of the web searches received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._searches)
+
+    @property
     def connections_opened(self) -> int:
         """TCP connections accepted so far."""
         with self._lock:
@@ -266,6 +277,9 @@ class StubServer:
             body = await reader.readexactly(int(headers.get("content-length", "0")))
         keep_alive = headers.get("connection", "").lower() != "close"
 
+        if path.split("?")[0].rstrip("/") in SEARCH_PATHS:
+            await self._search(writer, method, headers, body)
+            return keep_alive
         if path.split("?")[0].rstrip("/") not in ("/chat/completions", "/v1/chat/completions"):
             await send_json(writer, 404, error_body(f"No route for {path}", "not_found"))
             return keep_alive
@@ -331,6 +345,31 @@ class StubServer:
         if error is not None:
             raise error
         return respond.result() and keep_alive
+
+    async def _search(
+        self, writer: asyncio.StreamWriter, method: str, headers: dict[str, str], body: bytes
+    ) -> None:
+        """A web search, as DeepSeek's Messages API answers one (:mod:`.search`)."""
+        if method != "POST":
+            await send_json(writer, 405, error_body("Use POST", "method_not_allowed"))
+            return
+        keyed = headers.get("x-api-key") or headers.get("authorization", "").startswith("Bearer ")
+        if self._key_required and not keyed:
+            refusal = {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": "no API key"},
+            }
+            await send_json(writer, 401, refusal)
+            return
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            await send_json(writer, 400, error_body("Request body is not JSON", "invalid"))
+            return
+        with self._lock:
+            self._searches.append(payload)
+        status, answer = search_answer(payload)
+        await send_json(writer, status, answer)
 
     def _triggered(self, payload: Any, body: bytes) -> Behaviour:
         """The behaviour the last user message asks for by a trigger word, else an echo."""

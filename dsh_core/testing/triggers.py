@@ -82,6 +82,9 @@ TRIGGERS: dict[str, str] = {
     "toolthink": "reasoning, then a read call (thinking mode: pass the reasoning back)",
     "toolloop": "the same read call at every step, until the step limit",
     "toolhang": "a bash call that sleeps 1000 seconds: press Ctrl-C to cancel it",
+    "tooltodo": "a todo_write call: the checklist, then an answer",
+    "toolask": "an ask_user_question call with two options, then an answer quoting the reply",
+    "tooljob": "a background bash job, then job_output waiting for its end, then an answer",
 }
 """Words that, in the last user message, pick a behaviour when no scripted one is queued.
 
@@ -145,6 +148,42 @@ _TOOL_SCRIPTS: dict[str, _ToolScript] = {
     ),
     "toolloop": _ToolScript(((_READ_DEMO,),), forever=True),
     "toolhang": _ToolScript(((("bash", '{"command": "sleep 1000"}'),),)),
+    "tooltodo": _ToolScript(
+        (
+            (
+                (
+                    "todo_write",
+                    '{"todos": [{"content": "Read demo.txt", "status": "completed"}, '
+                    '{"content": "Say what it holds", "status": "in_progress"}, '
+                    '{"content": "Suggest a change", "status": "pending"}]}',
+                ),
+            ),
+        )
+    ),
+    "toolask": _ToolScript(
+        (
+            (
+                (
+                    "ask_user_question",
+                    '{"questions": [{"id": "tone", "question": "Which tone should the answer '
+                    'take?", "options": [{"label": "Short (Recommended)", "description": "One '
+                    'line"}, {"label": "Detailed"}]}]}',
+                ),
+            ),
+        )
+    ),
+    "tooljob": _ToolScript(
+        (
+            (
+                (
+                    "bash",
+                    '{"command": "for i in 1 2 3; do echo tick $i; sleep 1; done", '
+                    '"run_in_background": true}',
+                ),
+            ),
+            (("job_output", '{"job_id": "bash-1", "wait": true}'),),
+        )
+    ),
 }
 
 

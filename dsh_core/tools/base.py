@@ -36,9 +36,10 @@ __all__ = [
     "count_lines",
 ]
 
-AccessKind = Literal["read", "write", "shell", "mcp"]
-"""What a call does, as ``--allow`` names it: reads files, changes files, runs commands, or
-calls a tool of an MCP server (which may do any of these: dsh cannot tell)."""
+AccessKind = Literal["read", "write", "shell", "mcp", "web"]
+"""What a call does, as ``--allow`` names it: reads files, changes files, runs commands,
+calls a tool of an MCP server (which may do any of these: dsh cannot tell), or fetches a page
+from the web (dsh itself, outside the sandbox)."""
 
 
 class ToolError(HarnessError):
@@ -90,6 +91,12 @@ class Access:
     grant: str = ""
     """A narrower ``--allow`` name that also lets the call run without asking (``mcp:files``
     for the tools of one MCP server); the way out a refusal names, when set."""
+    scope_label: str = ""
+    """How the question names what an "always" covers, when not as a command's first word
+    (``"pytest ..."``): ``example.com`` for ``web_fetch``, whose scope is the host."""
+    person: bool = False
+    """The call asks the person something itself (``ask_user_question``): it needs no
+    approval, and runs alone, never beside other calls."""
 
     @property
     def may_remember(self) -> bool:
@@ -106,7 +113,9 @@ class Access:
     def free(self) -> bool:
         """Whether the call runs without any decision: a read that stays in the working
         directory and touches nothing protected. Such calls may run side by side."""
-        return self.kind == "read" and not (self.outside or self.protected or self.leaves_sandbox)
+        return self.kind == "read" and not (
+            self.outside or self.protected or self.leaves_sandbox or self.person
+        )
 
 
 @dataclass(frozen=True, slots=True)

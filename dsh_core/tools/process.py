@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, BinaryIO, Literal, TypeVar
 from ..chain import error_chain
 from ..masking import StreamMasker
 from ..session.events import ToolOutput
+from .specs import SAVED_OUTPUT_LIMIT as SAVED_OUTPUT_LIMIT
 
 if TYPE_CHECKING:
     import subprocess
@@ -102,9 +103,6 @@ CANCEL_ESCALATION: Escalation = (
 TIMEOUT_ESCALATION: Escalation = ((0.0, signal.SIGTERM), (2.0, signal.SIGKILL))
 """A command past its timeout: end it, and kill it if it does not end."""
 
-SAVED_OUTPUT_LIMIT = 64 * 1024 * 1024
-"""The most of a command's output its file keeps, in bytes (SPEC 10.8): ``yes`` for 600 s would
-otherwise fill about 175 GB."""
 
 _CHUNK = 64 * 1024
 """One read of the pipe (a Linux pipe holds 64 KiB by default)."""
@@ -162,12 +160,15 @@ async def run_child(
     timings: Timings = DEFAULT_TIMINGS,
     pass_fds: Sequence[int] = (),
     signal_group: Callable[[], int | None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> Completion:
     """Run ``argv`` to its end, passing its output to ``sink`` as it arrives.
 
     ``pass_fds`` are inherited by the child under their numbers. ``signal_group`` names the
     process group that gets every signal but SIGKILL, when that is not the child's own (a
-    sandbox's, in a session of its own); None from it means the child's own.
+    sandbox's, in a session of its own); None from it means the child's own. ``on_start`` hears
+    the child's pid (its process group's id) once it runs: a background job's owner, to end it
+    at once when the session ends.
 
     Raises OSError when the child cannot be started (a missing ``cwd`` or program). A
     cancellation is absorbed once the child is ended (see the module docstring).
@@ -177,6 +178,8 @@ async def run_child(
     ended: Ended = "exited"
     signals: tuple[signal.Signals, ...] = ()
     try:
+        if on_start is not None:
+            on_start(child.pid)
         try:
             async with asyncio.timeout(time_limit):
                 await asyncio.shield(child.exited)
@@ -264,6 +267,11 @@ class _Child:
         finally:
             os.close(write_fd)  # the child has its copy: EOF comes when the last writer is gone
         return cls(proc, read_fd, sink, signal_group)
+
+    @property
+    def pid(self) -> int:
+        """The child's pid, and its process group's id."""
+        return self._pgid
 
     @property
     def returncode(self) -> int:

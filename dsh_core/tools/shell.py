@@ -27,6 +27,12 @@ inside the working directory. A call may ask to leave it (``sandbox: false`` wit
 asked about), and a command that exits non-zero inside it gets a last line saying what the sandbox
 forbids. A :class:`~dsh_core.trust.launchers.DeferredLauncher` chooses its launcher at the first
 call (``--sandbox auto`` probes bwrap only then).
+
+``run_in_background: true`` (SPEC 16) starts the command as a job of the session's
+:class:`~dsh_core.tools.jobs.table.JobTable` and answers at once with its id: the same shell, the
+same launcher (in the sandbox when there is one; without, under the supervisor that ends it with
+dsh), no timeout unless ``timeout_s`` says; the question's note says it keeps running until the
+session ends, and an "always" for a first word covers only background commands of that word.
 """
 
 from __future__ import annotations
@@ -35,9 +41,9 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from ..errors import ABORTED
 from ..model.seam import ToolSpec
@@ -50,7 +56,13 @@ from .base import Access, Invocation, SandboxEscape, ToolError, ToolOutput
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 
-__all__ = ["LEAVING_NOTE", "BashTool", "command_word", "shell_argv"]
+if TYPE_CHECKING:
+    from .jobs.table import JobTable
+
+__all__ = ["BACKGROUND_NOTE", "LEAVING_NOTE", "BashTool", "command_word", "shell_argv"]
+
+BACKGROUND_NOTE = "keeps running in the background until it ends or the session does"
+"""What the question adds for ``run_in_background``."""
 
 LEAVING_NOTE = "(not sandboxed: the model asks to run it outside the sandbox)"
 """The question's note for ``sandbox: false``; the model's justification is quoted apart."""
@@ -226,11 +238,15 @@ class BashTool:
         *,
         launcher: Launcher = UNSANDBOXED,
         timings: Timings = DEFAULT_TIMINGS,
+        jobs: Callable[[], JobTable] | None = None,
     ) -> None:
         self.workspace = workspace
         self.launcher = launcher
         self.timings = timings
         """How a command is ended; tests shorten it."""
+        self.jobs = jobs
+        """The session's background jobs (made at the first); None: ``run_in_background`` is
+        refused."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -244,15 +260,20 @@ class BashTool:
         command = _command(arguments)
         timeout_s = _timeout_s(arguments)
         justification = _justification(arguments)
-        unknown = sorted(set(arguments) - {"command", "timeout_s", "sandbox", "justification"})
+        background = _background(arguments)
+        known = {"command", "timeout_s", "sandbox", "justification", "run_in_background"}
+        unknown = sorted(set(arguments) - known)
         if unknown:
             # Said, not ignored: a model that sent ``timeout`` (in ms) believes it took effect.
             names = ", ".join(f'"{name}"' for name in unknown)
             plural = "s" if len(unknown) > 1 else ""
             raise ToolError(
                 f"invalid arguments: unknown argument{plural} {names}; bash takes command and "
-                "timeout_s (and sandbox: false with a justification, to leave the sandbox)"
+                "timeout_s (and sandbox: false with a justification, to leave the sandbox; "
+                "run_in_background: true for a command that keeps running)"
             )
+        if background and self.jobs is None:
+            raise ToolError("run_in_background is not available here: run the command as it is")
         launcher = self.launcher
         if isinstance(launcher, DeferredLauncher):
             launcher = launcher.resolve()
@@ -266,11 +287,49 @@ class BashTool:
             quoted = (("justification", justification),)  # the model's words, never dsh's
         if sandbox is None:
             access = self._name_planted(access, command)
+        if background:
+            access = _in_background(access)
+
+            async def start() -> ToolOutput:
+                limit = timeout_s if "timeout_s" in arguments else None
+                return await self._start(command, limit, launcher, sandbox)
+
+            return Invocation(access, f"$ {command}", start, quoted=quoted)
 
         async def run() -> ToolOutput:
             return await self._run(command, timeout_s, launcher, sandbox)
 
         return Invocation(access, f"$ {command}", run, quoted=quoted)
+
+    async def _start(
+        self, command: str, time_limit: float | None, launcher: Launcher, sandbox: Sandbox | None
+    ) -> ToolOutput:
+        """Start ``command`` as a background job; its id, and how to follow it."""
+        from .jobs.supervise import supervised
+        from .jobs.table import NO_TIME_LIMIT
+
+        assert self.jobs is not None
+        workspace = self.workspace
+        argv = shell_argv(command, workspace.environment, workspace.root)
+        if (
+            sandbox is None
+        ):  # the sandbox dies with dsh by itself; an unsandboxed job must be made to
+            argv = supervised(argv)
+        job = await self.jobs().start(
+            command,
+            launcher.launch(argv),
+            cwd=workspace.root,
+            env=workspace.environment,
+            time_limit=time_limit or NO_TIME_LIMIT,
+            supervised=sandbox is None,
+        )
+        limit = f" It is ended after {time_limit:g} s." if time_limit else ""
+        return ToolOutput(
+            f"Started background job {job.id}; it keeps running until it ends, job_kill "
+            f"{job.id} stops it, or the session ends.{limit} Read its output with job_output "
+            f"{job.id} (wait: true waits for its end); you will be told when it ends. All of "
+            f"its output goes to {job.output_path}."
+        )
 
     def _name_planted(self, access: Access, command: str) -> Access:
         """``access`` for a command run outside any sandbox, saying which of its programs
@@ -320,6 +379,29 @@ def _command(arguments: Mapping[str, Any]) -> str:
     if "\0" in command:
         raise ToolError("invalid arguments: command must not contain a NUL character")
     return command
+
+
+def _background(arguments: Mapping[str, Any]) -> bool:
+    value = arguments.get("run_in_background")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ToolError(
+            f"invalid arguments: run_in_background must be true or false, not {value!r}"
+        )
+    return value
+
+
+def _in_background(access: Access) -> Access:
+    """``access`` for a command that keeps running: the question says so, and an "always"
+    for its first word covers background commands only (a server left running is not a
+    test run)."""
+    note = access.note
+    note = f"{note[:-1]}; {BACKGROUND_NOTE})" if note.endswith(")") else f"({BACKGROUND_NOTE})"
+    scope, label = access.scope, ""
+    if scope:
+        scope, label = f"{scope} &", f'"{scope} ..." in the background'
+    return dataclasses.replace(access, note=note, scope=scope, scope_label=label)
 
 
 def _justification(arguments: Mapping[str, Any]) -> str | None:

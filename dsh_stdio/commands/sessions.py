@@ -47,6 +47,7 @@ from dsh_core.session.events import (
     AssistantStep,
     CompactionEnd,
     CompactionSummary,
+    Todo,
     ToolResult,
     TurnEnd,
     TurnStart,
@@ -55,7 +56,7 @@ from dsh_core.session.events import (
 from dsh_core.tools import Toolbox
 
 from ..config import Config
-from ..render import neutralise, writable
+from ..render import neutralise, todo_mark, writable
 from ..status import EXIT_FAILED, EXIT_OK
 from ..view import TurnView
 
@@ -335,6 +336,10 @@ class _TranscriptView(TurnView):
         # as a terminal shows them, whatever stdout is.
         self._end_line()
         self._write(neutralise(text) + "\n")
+
+    def _todo_line(self, todo: Todo) -> str:
+        """As a terminal shows it, indented under its call: a tool line's continuation."""
+        return f"  {todo_mark(todo.status)} {todo.content}"
 
 
 def _children(path: Path) -> dict[str, Sequence[SessionEvent]]:

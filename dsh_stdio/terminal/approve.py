@@ -16,6 +16,16 @@ by the tool, and the model's words are quoted on their own lines, never in dsh's
 
 Only the REPL builds a :class:`TerminalQuestion`; a pipe or a one-shot run has none, so the
 policy refuses what would need asking, and a line ``y`` on stdin stays a user turn.
+
+The model's own questions (``ask_user_question``, SPEC 16) go through the same machinery
+(:meth:`TerminalQuestion.ask_user`): the model's words quoted, options numbered, a number (or
+several, when it allows that) or the person's own words as the answer, Enter for none, Ctrl-C
+aborting the turn::
+
+    the model asks (1 of 2): "Which database should the service use?"
+      1. "PostgreSQL (Recommended)": "it runs as a server"
+      2. "SQLite"
+    Answer 1-2, or in your own words (Enter: no answer): _
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
@@ -38,7 +48,18 @@ from ..tty import STDIN, discard_typed_ahead
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
-__all__ = ["VIEW", "Layout", "TerminalQuestion", "parse_answer", "question_text"]
+    from dsh_core.tools.interaction.ask import UserAnswer, UserQuestion
+
+__all__ = [
+    "VIEW",
+    "Layout",
+    "TerminalQuestion",
+    "UserLayout",
+    "parse_answer",
+    "parse_user_reply",
+    "question_text",
+    "user_question_text",
+]
 
 VIEW: Literal["view"] = "view"
 """What :func:`parse_answer` returns for ``v``: show all of the details, then ask again."""
@@ -91,9 +112,12 @@ def question_text(
     choices = ["[y]es", "[N]o"]
     if access.may_remember:
         scope = access.scope
-        choices.append(
-            f'[a]lways for "{neutralise(scope)} ..."' if scope else "[a]lways this session"
-        )
+        if access.scope_label:  # a host, a background command: it names itself
+            choices.append(f"[a]lways for {neutralise(access.scope_label)}")
+        else:
+            choices.append(
+                f'[a]lways for "{neutralise(scope)} ..."' if scope else "[a]lways this session"
+            )
     words = [(f"the model's {neutralise(what)}: ", text) for what, text in invocation.quoted]
     unnamed = [path for path in access.outside if path not in invocation.summary]
     outside = [f"(outside the working directory: {', '.join(map(neutralise, unnamed))})"]
@@ -172,6 +196,67 @@ def parse_answer(reply: str, layout: Layout) -> Answer | Literal["view"] | None:
     return Answer("no", because.group(1).strip()) if because else None
 
 
+@dataclass(frozen=True, slots=True)
+class UserLayout:
+    """One of the model's questions as it is shown."""
+
+    details: str
+    """The question and its numbered options."""
+    prompt: str
+    hint: str
+    """What to say when an answer is none of the numbers."""
+
+
+def user_question_text(
+    question: UserQuestion, number: int, total: int, *, columns: int = 80
+) -> UserLayout:
+    """How the model's ``question`` (``number`` of ``total``) is shown: its words quoted, each
+    on its own line (they cannot pass for dsh's), a few rows each at most."""
+    which = f" ({number} of {total})" if total > 1 else ""
+    header = f" {quote(question.header, columns // 2)}" if question.header else ""
+    lines = [
+        f"the model asks{which}{header}: "
+        + quote(question.question, _quote_room("the model asks (1 of 1): ", columns))
+    ]
+    for index, option in enumerate(question.options, 1):
+        label = quote(option.label, max(8, columns // 2))
+        said = f": {quote(option.description, max(8, columns // 2))}" if option.description else ""
+        lines.append(f"  {index}. {label}{said}")
+    count = len(question.options)
+    if not count:
+        prompt = "Your answer (Enter: no answer): "
+        hint = ""
+    elif question.multi_select:
+        prompt = f"Answer with numbers 1-{count} (1,3), or in your own words (Enter: no answer): "
+        hint = f"please answer with numbers from 1 to {count}, or in words that are not numbers"
+    else:
+        prompt = f"Answer 1-{count}, or in your own words (Enter: no answer): "
+        hint = f"please answer with one number from 1 to {count}, or in words that are not numbers"
+    return UserLayout(NEWLINE.join(lines), prompt, hint)
+
+
+_NUMBERS = re.compile(r"\s*\d+(?:\s*[,\s]\s*\d+)*\s*")
+
+
+def parse_user_reply(reply: str, question: UserQuestion) -> UserAnswer | None:
+    """The answer ``reply`` gives; None when it is numbers that choose no option (ask again)."""
+    from dsh_core.tools.interaction.ask import UserAnswer  # the model's questions are rare
+
+    text = reply.strip()
+    if not text:
+        return UserAnswer(question.id)
+    if question.options and _NUMBERS.fullmatch(text):
+        numbers = [int(part) for part in re.split(r"[,\s]+", text) if part]
+        count = len(question.options)
+        if any(not 1 <= n <= count for n in numbers):
+            return None
+        if len(set(numbers)) > 1 and not question.multi_select:
+            return None
+        labels = tuple(question.options[n - 1].label for n in dict.fromkeys(numbers))
+        return UserAnswer(question.id, labels)
+    return UserAnswer(question.id, custom=text)
+
+
 class TerminalQuestion:
     """Asks on the terminal; Ctrl-C at the question aborts the turn (``cancel_turn``)."""
 
@@ -200,32 +285,66 @@ class TerminalQuestion:
     async def __call__(self, question: Question) -> Answer:
         import shutil  # with bz2 and lzma: only a question needs it
 
+        with self._asking() as editor:
+            size = shutil.get_terminal_size()
+            layout = question_text(
+                question, colour=self._colour, rows=size.lines, columns=size.columns
+            )
+            self._say(layout.details)
+            while True:
+                try:
+                    with _echo(self._stdin):
+                        reply = await editor.prompt_async(layout.prompt)
+                except EOFError:
+                    return Answer("no")  # Ctrl-D
+                answer = parse_answer(reply, layout)
+                if isinstance(answer, Answer):
+                    return answer
+                self._say(layout.whole if answer == VIEW else layout.hint)
+
+    async def ask_user(self, questions: Sequence[UserQuestion]) -> Sequence[UserAnswer]:
+        """The model's questions, one after another (``ask_user_question``); Ctrl-D leaves the
+        rest unanswered, Ctrl-C aborts the turn."""
+        import shutil
+
+        from dsh_core.tools.interaction.ask import UserAnswer
+
+        answers: list[UserAnswer] = []
+        with self._asking() as editor:
+            columns = shutil.get_terminal_size().columns
+            for number, question in enumerate(questions, 1):
+                layout = user_question_text(question, number, len(questions), columns=columns)
+                self._say(layout.details)
+                answer: UserAnswer | None = None
+                while answer is None:
+                    try:
+                        with _echo(self._stdin):
+                            reply = await editor.prompt_async(layout.prompt)
+                    except EOFError:
+                        return [*answers, *(UserAnswer(q.id) for q in questions[number - 1 :])]
+                    answer = parse_user_reply(reply, question)
+                    if answer is None:
+                        self._say(layout.hint)
+                answers.append(answer)
+        return answers
+
+    @contextlib.contextmanager
+    def _asking(self) -> Iterator[PromptSession[str]]:
+        """The turn's output on screen, typed-ahead text gone; Ctrl-C aborts the turn."""
         if self._editor is None:
             from prompt_toolkit import PromptSession
             from prompt_toolkit.history import DummyHistory
 
             # No history: Up at a question must not bring back an earlier "y".
             self._editor = PromptSession(history=DummyHistory())
-        editor = self._editor
         self._before()
-        size = shutil.get_terminal_size()
-        layout = question_text(question, colour=self._colour, rows=size.lines, columns=size.columns)
-        self._say(layout.details)
         # What was typed during the turn must not answer the question.
         discard_typed_ahead(self._stdin)
         try:
-            while True:
-                with _echo(self._stdin):
-                    reply = await editor.prompt_async(layout.prompt)
-                answer = parse_answer(reply, layout)
-                if isinstance(answer, Answer):
-                    return answer
-                self._say(layout.whole if answer == VIEW else layout.hint)
+            yield self._editor
         except KeyboardInterrupt:
             self._cancel_turn("user")
             raise asyncio.CancelledError from None
-        except EOFError:
-            return Answer("no")  # Ctrl-D
         finally:
             self._after()
 

@@ -42,6 +42,7 @@ COMMANDS = {
     "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, grants",
     "/mcp": "the MCP servers: how each is reached, its state, its tools",
+    "/jobs": "this session's background jobs: id, state, time, output, command",
     "//TEXT": "send a message that starts with / (//etc/hosts sends /etc/hosts)",
 }
 
@@ -142,6 +143,9 @@ class _Commands:
                 self._say(_session_text(self._runtime))
             case "/mcp":
                 self._say(mcp_text(self._runtime))
+            case "/jobs":
+                jobs = self._runtime.jobs
+                self._say(jobs.listing() if jobs is not None else "no background jobs yet")
             case _:
                 commands = " ".join(c.split()[0] for c in COMMANDS if not c.startswith("//"))
                 self._say(f"unknown command {name}; commands: {commands}")
@@ -287,16 +291,16 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
         if runtime.current_view is not None:
             runtime.current_view.after_question()  # the call runs now: its live line
 
-    runtime.ask_on(
-        TerminalQuestion(
-            out,
-            before=show_turn_so_far,
-            after=go_on,
-            cancel_turn=runtime.cancel_turn,
-            colour=colour_wanted(out),
-            stdin=runtime.stdin,
-        )
+    question = TerminalQuestion(
+        out,
+        before=show_turn_so_far,
+        after=go_on,
+        cancel_turn=runtime.cancel_turn,
+        colour=colour_wanted(out),
+        stdin=runtime.stdin,
     )
+    runtime.ask_on(question)
+    runtime.ask_user_on(question.ask_user)  # the model's own questions: the same machinery
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.
     stopper = Stopper(runtime.cancel_turn, signal.SIGTERM, signal.SIGHUP)
     out.write("dsh: Enter sends, Alt-Enter adds a line, /help for commands, Ctrl-D leaves.\n")

@@ -53,8 +53,23 @@ HANG = 60.0
 REFUSED_SHELL = 'tool "bash" needs approval and stdin is not a terminal; run with --allow shell'
 REFUSED_WRITE = 'tool "edit" needs approval and stdin is not a terminal; run with --allow write'
 REFUSED_READ = 'tool "read" needs approval and stdin is not a terminal; run with --allow read'
-BUILTIN_TOOLS = ["read", "glob", "grep", "write", "edit", "bash", "subagent"]
-"""The tools of a session with no skill and no MCP server (SPEC 7 and 13)."""
+BUILTIN_TOOLS = [
+    "read",
+    "glob",
+    "grep",
+    "write",
+    "edit",
+    "bash",
+    "subagent",
+    "todo_write",
+    "ask_user_question",
+    "web_fetch",
+    "job_output",
+    "job_list",
+    "job_kill",
+]
+"""The tools of a session with no skill and no MCP server, and no search endpoint (SPEC 7, 13
+and 16: ``web_search`` is offered only where it can work)."""
 
 
 # -- fixtures -----------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def test_allow_names_and_all() -> None:
     with pytest.raises(StartupError) as info:
         parse_config(["--allow", "everything"], KEY)
     assert info.value.message == (
-        "--allow takes mcp, network, read, shell, write, all, mcp:NAME; not 'everything'"
+        "--allow takes mcp, network, read, shell, web, write, all, mcp:NAME; not 'everything'"
     )
     assert parse_config(["--allow", "mcp,mcp:files"], KEY).allow == {"mcp", "mcp:files"}
     with pytest.raises(StartupError, match="not 'mcp:no good'"):

@@ -115,6 +115,7 @@ def test_a_subagent_reads_files_and_its_session_is_listed_under_the_parent(
         "read",
         "glob",
         "grep",
+        "ask_user_question",  # whose result says nobody can be asked (SPEC 16)
     ]
     assert data_of(child_events, "user/message")[0]["text"] == "What does demo.txt say?"
     # --sessions lists the child under its parent; --show shows it; it cannot be resumed.

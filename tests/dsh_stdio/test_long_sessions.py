@@ -255,10 +255,10 @@ def test_a_subagent_that_does_not_fit_tells_the_model_what_a_model_can_do(
     ``/compact``. The resumed parent keeps its small system prompt; its child's, made now,
     holds an AGENTS.md larger than the window."""
     assert run_dsh(env, work, stdin="hello\n").returncode == 0
-    (work / "AGENTS.md").write_text("Be thorough. " * 1_800)  # about 7,000 tokens
+    (work / "AGENTS.md").write_text("Be thorough. " * 2_600)  # about 10,000 tokens
     prompt = json.dumps({"description": "look", "prompt": "What does demo.txt say?"})
     stub.enqueue(ToolCalls((("subagent", prompt),)), Answer("It did not fit."))
-    run = run_dsh(env, work, "-c", "--context-window", "6000", stdin="ask a subagent\n")
+    run = run_dsh(env, work, "-c", "--context-window", "8000", stdin="ask a subagent\n")
     assert run.returncode == 0, run.stderr
     result = stub.requests[-1]["messages"][-1]
     assert result["role"] == "tool"

@@ -634,12 +634,12 @@ def test_read_of_a_file_without_read_permission(
 def test_a_turn_that_no_longer_fits_names_what_a_pipe_can_do_and_why_compacting_cannot(
     dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
-    """The audit's run: a 4,000-token window that the system prompt and tools mostly fill.
+    """The audit's run: a 5,000-token window that the system prompt and tools mostly fill.
     The second line does not fit; compacting the first exchange would need a summary
     request as large as the conversation, so none is tried, and the line says so. ``/compact``
     and ``/new`` do not exist on a pipe: the advice is what a pipe can do."""
     lines = "".join(f"message number {n} " + "lorem ipsum " * 150 + "\n" for n in range(3))
-    result = run(dsh_env, work, "-q", "--context-window", "4000", stdin=lines)
+    result = run(dsh_env, work, "-q", "--context-window", "5000", stdin=lines)
     assert result.returncode == 1, result.stderr
     rejected = [line for line in result.stdout.splitlines() if line.startswith("[turn rej")]
     assert len(rejected) == 2

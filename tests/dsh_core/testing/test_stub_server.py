@@ -413,6 +413,9 @@ TOOL_TRIGGERS = {
     "toolthink",
     "toolloop",
     "toolhang",
+    "tooltodo",
+    "toolask",
+    "tooljob",
 }
 
 

@@ -81,7 +81,10 @@ def test_the_six_tools_by_the_reference_harness_names(tools: Tools) -> None:
             ["file_path", "old_string", "new_string", "replace_all"],
             ["file_path", "old_string", "new_string"],
         ),
-        "bash": (["command", "timeout_s", "sandbox", "justification"], ["command"]),
+        "bash": (
+            ["command", "timeout_s", "sandbox", "justification", "run_in_background"],
+            ["command"],
+        ),
     }
     for name, (properties, required) in expected.items():
         parameters = specs[name].parameters

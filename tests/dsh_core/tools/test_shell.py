@@ -695,7 +695,8 @@ def test_the_unknown_argument_message_names_the_new_ones(bash: BashTool) -> None
         bash.prepare({"command": "ls", "sandboxed": False})
     assert caught.value.message == (
         'invalid arguments: unknown argument "sandboxed"; bash takes command and timeout_s '
-        "(and sandbox: false with a justification, to leave the sandbox)"
+        "(and sandbox: false with a justification, to leave the sandbox; "
+        "run_in_background: true for a command that keeps running)"
     )
 
 
