@@ -41,8 +41,9 @@ DEFAULT_MODEL = "deepseek-v4-flash"
 
 T = TypeVar("T")
 
-Action = Literal["chat", "sessions", "show"]
-"""What this run does: talk to the model, list sessions, or print one."""
+Action = Literal["chat", "sessions", "show", "undo", "changes"]
+"""What this run does: talk to the model, list sessions, print one, undo its last change
+(``--undo``), or print what its turns changed (``--changes``)."""
 
 
 class StartupError(HarnessError):
@@ -99,6 +100,11 @@ class Config:
     """``--reasoning-effort``: sent as it is; None sends none."""
     servers: tuple[ServerSpec, ...] = ()
     """The MCP servers ``$DSH_HOME/config.toml`` configures (read for a chat only)."""
+    checkpoints: bool = True
+    """Checkpoints before a turn's changes, and undo (SPEC 14); False with
+    ``--no-checkpoints`` or ``checkpoints = false`` in ``config.toml``."""
+    target: str | None = None
+    """The session ``--undo`` or ``--changes`` is about: an id, or ``last`` (the newest here)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -192,6 +198,25 @@ def _build_parser() -> _Parser:
         "--sessions", action="store_true", help="list this directory's sessions, newest first"
     )
     what.add_argument("--show", metavar="ID", help="print a session as a transcript (last: newest)")
+    what.add_argument(
+        "--undo",
+        metavar="ID",
+        nargs="?",
+        const="last",
+        help="undo the last turn's changes to files in a session (default: the newest here)",
+    )
+    what.add_argument(
+        "--changes",
+        metavar="ID",
+        nargs="?",
+        const="last",
+        help="print the files each turn of a session changed, with a diff (default: the newest)",
+    )
+    parser.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="take no checkpoints before a turn changes files: no undo (config: checkpoints)",
+    )
     parser.add_argument(
         "--all",
         dest="all_directories",
@@ -321,9 +346,17 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         )
     if args.all_directories and not args.sessions:
         raise StartupError("--all only goes with --sessions (see dsh --help)")
-    action: Action = "sessions" if args.sessions else "show" if args.show is not None else "chat"
+    action: Action = "chat"
+    flag = ""
+    for name, value in (
+        ("sessions", args.sessions or None),
+        ("show", args.show),
+        ("undo", args.undo),
+        ("changes", args.changes),
+    ):
+        if value is not None:
+            action, flag = name, f"--{name}"  # type: ignore[assignment]
     if action != "chat" and (args.question or args.json):
-        flag = "--sessions" if args.sessions else "--show"
         raise StartupError(f"{flag} takes no question and no --json (see dsh --help)")
 
     # A server on this machine or a private network is the user's own: it may need no key.
@@ -360,15 +393,18 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         auto_compact=not args.no_auto_compact,
         thinking=thinking,
         reasoning_effort=effort,
+        checkpoints=not args.no_checkpoints,
+        target=args.undo if action == "undo" else args.changes if action == "changes" else None,
     )
 
 
 def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Config:
     """``config`` with the MCP servers of ``$DSH_HOME/config.toml``; ``--allow mcp:NAME`` must
     name one of them. Raises :class:`~.config_file.ConfigFileError` for a bad file."""
-    from .config_file import read_config_file
+    from .config_file import read_settings
 
-    servers = read_config_file(config.home, os.environ if environ is None else environ)
+    settings = read_settings(config.home, os.environ if environ is None else environ)
+    servers = settings.servers
     known = [server.name for server in servers]
     for grant in sorted(config.allow):
         if grant.startswith("mcp:") and grant[4:] not in known:
@@ -376,7 +412,8 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
                 f"--allow {grant}: no MCP server {grant[4:]!r} in {config.home}/config.toml "
                 f"(configured: {', '.join(known) or 'none'})"
             )
-    return dataclasses.replace(config, servers=servers)
+    checkpoints = config.checkpoints and settings.checkpoints
+    return dataclasses.replace(config, servers=servers, checkpoints=checkpoints)
 
 
 def _grants(values: Sequence[str]) -> frozenset[Grant]:

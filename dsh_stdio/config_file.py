@@ -16,6 +16,9 @@ have written) is read for it. A file that is not what is described here is a sta
 whose message names the file, the line and the key (:class:`ConfigFileError`); a missing file
 is no servers. ``${VAR}`` in ``env``, ``headers`` and ``url`` takes the variable's value from
 dsh's environment, and a variable that is not set is an error, not an empty string.
+
+``checkpoints = false`` (at the top, before any table) turns checkpoints and undo off, as
+``--no-checkpoints`` does (SPEC 14).
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dsh_core.errors import STARTUP, HarnessError
 from dsh_core.extensions.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "read_config_file"]
+__all__ = ["CONFIG_FILE", "ConfigFileError", "FileSettings", "read_config_file", "read_settings"]
 
 CONFIG_FILE = "config.toml"
 
@@ -45,15 +49,29 @@ class ConfigFileError(HarnessError):
         super().__init__(message, STARTUP)
 
 
+@dataclass(frozen=True, slots=True)
+class FileSettings:
+    """What ``config.toml`` sets."""
+
+    servers: tuple[ServerSpec, ...] = ()
+    checkpoints: bool = True
+    """``checkpoints = false``: no checkpoints, no undo (as ``--no-checkpoints``)."""
+
+
 def read_config_file(
     home: Path, environ: Mapping[str, str] | None = None
 ) -> tuple[ServerSpec, ...]:
     """The MCP servers ``home/config.toml`` configures; none when there is no such file."""
+    return read_settings(home, environ).servers
+
+
+def read_settings(home: Path, environ: Mapping[str, str] | None = None) -> FileSettings:
+    """Everything ``home/config.toml`` sets; the defaults when there is no such file."""
     path = home / CONFIG_FILE
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return ()
+        return FileSettings()
     except OSError as exc:
         raise ConfigFileError(f"cannot read {path}") from exc
     import tomllib  # only when there is a file
@@ -73,7 +91,12 @@ def read_config_file(
     if problem is not None:
         # Raised out here: inside the except, the parser's own words would follow ours again.
         raise ConfigFileError(problem)
-    return _Reader(path, text, os.environ if environ is None else environ).servers(data)
+    reader = _Reader(path, text, os.environ if environ is None else environ)
+    servers = reader.servers(data)
+    checkpoints = data.get("checkpoints", True)
+    if not isinstance(checkpoints, bool):
+        raise reader.fail("checkpoints", "must be true or false")
+    return FileSettings(servers, checkpoints)
 
 
 class _Reader:
@@ -101,8 +124,8 @@ class _Reader:
 
     def servers(self, data: dict[str, Any]) -> tuple[ServerSpec, ...]:
         for key in data:
-            if key != "mcp":
-                raise self.fail(key, "unknown key (this dsh reads only [mcp.servers.NAME])")
+            if key not in ("mcp", "checkpoints"):
+                raise self.fail(key, "unknown key (this dsh reads checkpoints, [mcp.servers.NAME])")
         mcp = self.table(data.get("mcp", {}), "mcp")
         for key in mcp:
             if key != "servers":

@@ -19,7 +19,7 @@ from dsh_core.agent.context import system_prompt
 from dsh_core.agent.loop import Conversation
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.errors import FailureRecord, SessionLogError
+from dsh_core.errors import FailureRecord, HarnessError, SessionLogError
 from dsh_core.extensions.skills import SkillCatalog, SkillTool, discover_skills, skills_section
 from dsh_core.extensions.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
 from dsh_core.model.deepseek import (
@@ -51,10 +51,21 @@ from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
 
 if TYPE_CHECKING:
+    from dsh_core.checkpoints.turns import Checkpoints
     from dsh_core.extensions.mcp.servers import McpServers
     from dsh_core.trust.policy import Kept
 
-__all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime", "shown_url"]
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "OUTPUT_CLOSED",
+    "TOOL_OUTPUT_DIR",
+    "Runtime",
+    "checkpoints_off",
+    "shown_url",
+]
+
+CHECKPOINTS_DIR = "checkpoints"
+"""In ``DSH_HOME``: the checkpoint store (SPEC 14)."""
 
 TOOL_OUTPUT_DIR = "tool-output"
 """Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
@@ -96,6 +107,8 @@ class Runtime:
     """Standard output refused a write (a full disk, a closed descriptor)."""
     servers: McpServers | None = None
     """The MCP servers of this run (started before the first session's tools are made)."""
+    checkpoints_off: str | None = None
+    """Why this session takes no checkpoints (``--no-checkpoints``, ...); None: it does."""
 
     @classmethod
     async def open(
@@ -195,6 +208,8 @@ class Runtime:
         self.conversation = self._conversation(log, old.model_name)
         self.conversation.thinking = old.thinking  # as /think left it
         self._close_log(old.log)
+        if old.checkpoints is not None:
+            old.checkpoints.close()
         return log
 
     def _conversation(self, log: SessionLog, model_name: str) -> Conversation:
@@ -230,6 +245,7 @@ class Runtime:
         prompt: str | None = None
         if not log.events:  # a resumed session keeps the system prompt it recorded
             prompt = self._system_prompt(cwd, toolbox, skills, warn=True)
+        checkpoints = self._checkpoints(log, workspace) if config.tools else None
         return Conversation(
             self.model,
             log,
@@ -244,7 +260,31 @@ class Runtime:
             toolbox=toolbox,
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
+            checkpoints=checkpoints,
         )
+
+    def _checkpoints(self, log: SessionLog, workspace: Workspace) -> Checkpoints | None:
+        """The session's checkpoints (SPEC 14), or None: off by ``--no-checkpoints`` or the
+        configuration file, or the working directory is in ``DSH_HOME`` (the store is there).
+        A resumed session's turn left open by a crash gets its changes recorded now."""
+        config = self.config
+        self.checkpoints_off = checkpoints_off(config, workspace.root)
+        if self.checkpoints_off is not None:
+            return None
+        from dsh_core.checkpoints.turns import Checkpoints
+
+        checkpoints = Checkpoints(
+            config.home / CHECKPOINTS_DIR,
+            str(workspace.root),
+            session=log.id,
+            fences=lambda directory: workspace.credentials.within(directory),
+        )
+        if log.events:
+            try:
+                checkpoints.settle(log)
+            except (HarnessError, OSError) as exc:
+                self._warn((f"what the interrupted turn changed is not known: {error_chain(exc)}",))
+        return checkpoints
 
     def _servers_run_from(self) -> tuple[Kept, ...]:
         """What the configured MCP servers run from: protected where inside, whether they
@@ -418,6 +458,8 @@ class Runtime:
     async def close(self) -> bool:
         """Close the log and the model; True when the session was kept (it has turns)."""
         kept = self._close_log(self.conversation.log)
+        if self.conversation.checkpoints is not None:
+            self.conversation.checkpoints.close()
         if self.servers is not None:
             await self.servers.close()
         await self.model.close()
@@ -442,6 +484,16 @@ def _enter_its_directory(log: SessionLog, err: TextIO) -> None:
             "start a new session (dsh without -r), or restore that directory"
         ) from exc
     err.write(neutralise(f"dsh: session {log.id} was started in {log.cwd}: running there") + "\n")
+
+
+def checkpoints_off(config: Config, root: Path) -> str | None:
+    """Why a session here takes no checkpoints; None when it does."""
+    if not config.checkpoints:
+        return "off (--no-checkpoints, or checkpoints = false in config.toml)"
+    home = os.path.realpath(config.home)
+    if os.path.commonpath([str(root), home]) == home:
+        return f"off: the working directory is in DSH_HOME ({home}), where the store is"
+    return None
 
 
 def shown_url(config: Config) -> str:

@@ -42,9 +42,11 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import (
     ABORTED,
+    CHECKPOINT,
     CONTEXT_WINDOW_EXCEEDED,
     SESSION_LOG,
     TOOL_NOT_RUN,
@@ -74,6 +76,7 @@ from ..session.events import (
     TurnStart,
     UserText,
 )
+from ..session.undo import TurnChanges
 from ..tools.base import Toolbox
 from .approval import ApprovalPolicy
 from .calls import Nested as Nested
@@ -85,9 +88,13 @@ from .compaction import REPL_WINDOW_ADVICE, Compacted, Compacting, WindowAdvice,
 from .history import History
 from .step import MaskedStream, Step, close_stream
 
+if TYPE_CHECKING:
+    from ..checkpoints.turns import Checkpoints
+
 __all__ = [
     "DEFAULT_INPUT_LIMIT",
     "DEFAULT_MAX_STEPS",
+    "CheckpointNote",
     "Compacted",
     "Compacting",
     "Conversation",
@@ -120,7 +127,24 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
-LoopEvent = Event | ToolStarting | ToolFinished | Nested | TurnFailed | Compacting | Compacted
+@dataclass(frozen=True, slots=True)
+class CheckpointNote:
+    """Live event: what the turn's checkpoint does not cover, or why undo cannot cover the
+    turn (SPEC 14); a notice."""
+
+    text: str
+
+
+LoopEvent = (
+    Event
+    | ToolStarting
+    | ToolFinished
+    | Nested
+    | TurnFailed
+    | Compacting
+    | Compacted
+    | CheckpointNote
+)
 """What an observer of :meth:`Conversation.run_turn` receives, in order."""
 
 Observer = Callable[[LoopEvent], None]
@@ -132,7 +156,7 @@ PreTurnHook = Callable[["Conversation", str], str | None]
 class _Turn:
     """The turn being run: where it stands, for whatever ends it."""
 
-    __slots__ = ("first", "number", "step")
+    __slots__ = ("checkpointed", "first", "number", "observer", "step")
 
     def __init__(self, number: int, first: int) -> None:
         self.number = number
@@ -140,6 +164,9 @@ class _Turn:
         """Where its ``turn/start`` is among the log's events."""
         self.step: Step | None = None
         """The step being streamed or whose calls are running."""
+        self.checkpointed = False
+        """Its checkpoint was taken (before its first call that can change files)."""
+        self.observer: Observer = _ignore
 
 
 class Conversation:
@@ -167,6 +194,7 @@ class Conversation:
         thinking: bool | None = None,
         reasoning_effort: str | None = None,
         hooks: Sequence[PreTurnHook] = (),
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.model = model
         self.log = log
@@ -197,6 +225,9 @@ class Conversation:
             *hooks,
         )
         """Pre-turn checks, built-ins first; the first reason returned rejects the turn."""
+        self.checkpoints = checkpoints
+        """Checkpoints before a turn's first change, and its changes at its end (SPEC 14);
+        None: off (``--no-checkpoints``)."""
         self._cancellation: Cancellation | None = None
         """The running turn's; None when idle."""
         self._log_failure: FailureRecord | None = None
@@ -350,6 +381,7 @@ class Conversation:
         return _Turn(number, self.log.append(TurnStart(number, self.model_name)).seq)
 
     async def _run(self, turn: _Turn, text: str, on_event: Observer) -> TurnEnd:
+        turn.observer = on_event
         try:
             rejection = next((r for hook in self.hooks if (r := hook(self, text))), None)
         except Exception as exc:  # a broken hook fails its turn, it does not crash the program
@@ -392,7 +424,14 @@ class Conversation:
                     TurnEnd(turn.number, "max-tokens" if limited else "completed"), turn
                 )
             calls = StepCalls(
-                self.log, self.toolbox, self.approval, self._cancel, turn.number, number, on_event
+                self.log,
+                self.toolbox,
+                self.approval,
+                self._cancel,
+                turn.number,
+                number,
+                on_event,
+                before_change=lambda: self._checkpoint(turn),
             )
             if limited:
                 not_run = _not_run(TOOL_NOT_RUN, "not run: the output token limit was reached")
@@ -400,6 +439,48 @@ class Conversation:
                     calls.answer(call, not_run)
                 return self._end(TurnEnd(turn.number, "max-tokens"), turn)
             await calls.run(step.calls)
+
+    async def _checkpoint(self, turn: _Turn) -> ToolOutput | None:
+        """The turn's checkpoint, before its first call that can change files: in the store
+        and in the log (fsynced) before the call runs. When it cannot be taken the call is not
+        run: its result says why (undo could not cover it) and how to go on without."""
+        if self.checkpoints is None or turn.checkpointed:
+            return None
+        try:
+            record = await self.checkpoints.before_change(turn.number)
+        except (HarnessError, OSError) as exc:  # the store (CheckpointError), the tree
+            refusal = HarnessError(
+                "not run: the checkpoint before it could not be taken, so undo could not "
+                "cover it (dsh --no-checkpoints goes on without undo)",
+                CHECKPOINT,
+            )
+            refusal.__cause__ = exc
+            return ToolOutput.failed(refusal)
+        self.log.append(record, durable=True)
+        turn.checkpointed = True
+        if record.skipped:
+            shown = ", ".join(record.skipped[:5])
+            more = f" and {len(record.skipped) - 5} more" if len(record.skipped) > 5 else ""
+            turn.observer(CheckpointNote(f"not covered by undo: {shown}{more}"))
+        return None
+
+    def _changes(self, turn: _Turn) -> list[TurnChanges]:
+        """What a checkpointed turn changed, for the end of the turn (none when it took no
+        checkpoint, or when the tree cannot be walked now: a notice says so)."""
+        if self.checkpoints is None or not turn.checkpointed:
+            return []
+        try:
+            changes = self.checkpoints.at_turn_end(turn.number)
+        except Exception as exc:  # the turn's end is written whatever happens here
+            failure = FailureRecord.from_exception(exc)
+            logger.warning("turn %d: its changes were not recorded: %s", turn.number, failure)
+            turn.observer(
+                CheckpointNote(
+                    f"what turn {turn.number} changed could not be recorded: {failure.message}"
+                )
+            )
+            return []
+        return [changes] if changes is not None else []
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest:
         """The request a step of this conversation sends, carrying ``messages``."""
@@ -501,7 +582,7 @@ class Conversation:
         results = answer_unanswered(
             records, turn.number, lambda call, started: stopped if started else not_run
         )
-        self.log.extend([*results, end], durable=True)
+        self.log.extend([*results, *self._changes(turn), end], durable=True)
         return end
 
     def _note_retry(self, turn: int, step: int, notice: RetryNotice) -> None:

@@ -29,6 +29,10 @@ between turns (``turn`` is then null)::
 The summary replaces what the model sees through event ``replaces_through`` (a ``seq``) only
 once ``compaction/end`` is written: a compaction cut short leaves the history as it was.
 
+Checkpoints and undo (SPEC 14, :mod:`dsh_core.session.undo`): ``checkpoint`` before a turn's
+first call that can change files, ``turn/changes`` at its end, and between turns ``undo``,
+``redo`` and ``rewind``.
+
 A line of a type
 this version does not know is kept as an :class:`UnknownEvent`; a line of a known type whose
 fields are wrong is damage (:func:`parse_record` raises ``ValueError`` saying what is wrong).
@@ -58,6 +62,7 @@ from .codec import (
     read_optional_str,
     read_str,
 )
+from .undo import CheckpointTaken, RedoDone, Rewound, TurnChanges, UndoDone
 
 __all__ = [
     "APPROVAL_OUTCOMES",
@@ -416,6 +421,11 @@ Record = (
     | CompactionStart
     | CompactionSummary
     | CompactionEnd
+    | CheckpointTaken
+    | TurnChanges
+    | UndoDone
+    | RedoDone
+    | Rewound
     | UnknownEvent
 )
 """One event of the session log."""
@@ -436,6 +446,11 @@ _KNOWN: dict[str, Any] = {
         CompactionStart,
         CompactionSummary,
         CompactionEnd,
+        CheckpointTaken,
+        TurnChanges,
+        UndoDone,
+        RedoDone,
+        Rewound,
     )
 }
 
