@@ -356,6 +356,19 @@ class Runtime:
         else:
             self.err.write(f"dsh: {neutralise(text)}\n")
 
+    @property
+    def undo_directory(self) -> str | None:
+        """What this session's checkpoints cover (the working directory); None when off."""
+        checkpoints = self.conversation.checkpoints
+        return checkpoints.root if checkpoints is not None else None
+
+    def undo_state(self) -> str:
+        """For ``/session``: whether checkpoints and undo are on, and where the store is."""
+        if self.conversation.checkpoints is None:
+            return self.checkpoints_off or "off: no tools (--no-tools)"
+        store = self.config.home / CHECKPOINTS_DIR
+        return f"on: a checkpoint before each turn's first change, in {store} (/undo, /rewind)"
+
     def sandbox_state(self) -> str:
         """For ``/session``: whether commands run sandboxed, and how."""
         launcher = self.launcher
