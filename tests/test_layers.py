@@ -19,7 +19,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "dsh_core"
 
-LAYERS = ("", "model", "session", "trust", "tools", "agent", "extensions", "testing")
+LAYERS = (
+    "",
+    "model",
+    "session",
+    "trust",
+    "tools",
+    "checkpoints",
+    "agent",
+    "extensions",
+    "testing",
+)
 """Bottom first; "" is the leaves at the top of dsh_core."""
 
 MAX_TOP_MODULES = 8

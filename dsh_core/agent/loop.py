@@ -40,13 +40,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..checkpoints.turns import CheckpointNote as CheckpointNote
 from ..errors import (
     ABORTED,
-    CHECKPOINT,
     CONTEXT_WINDOW_EXCEEDED,
     SESSION_LOG,
     TOOL_NOT_RUN,
@@ -76,7 +76,6 @@ from ..session.events import (
     TurnStart,
     UserText,
 )
-from ..session.undo import TurnChanges
 from ..tools.base import Toolbox
 from .approval import ApprovalPolicy
 from .calls import Nested as Nested
@@ -127,14 +126,6 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointNote:
-    """Live event: what the turn's checkpoint does not cover, or why undo cannot cover the
-    turn (SPEC 14); a notice."""
-
-    text: str
-
-
 LoopEvent = (
     Event
     | ToolStarting
@@ -156,7 +147,7 @@ PreTurnHook = Callable[["Conversation", str], str | None]
 class _Turn:
     """The turn being run: where it stands, for whatever ends it."""
 
-    __slots__ = ("checkpointed", "first", "number", "observer", "step")
+    __slots__ = ("first", "number", "observer", "step")
 
     def __init__(self, number: int, first: int) -> None:
         self.number = number
@@ -164,8 +155,6 @@ class _Turn:
         """Where its ``turn/start`` is among the log's events."""
         self.step: Step | None = None
         """The step being streamed or whose calls are running."""
-        self.checkpointed = False
-        """Its checkpoint was taken (before its first call that can change files)."""
         self.observer: Observer = _ignore
 
 
@@ -431,7 +420,7 @@ class Conversation:
                 turn.number,
                 number,
                 on_event,
-                before_change=lambda: self._checkpoint(turn),
+                before_change=self._checkpoint(turn),
             )
             if limited:
                 not_run = _not_run(TOOL_NOT_RUN, "not run: the output token limit was reached")
@@ -440,47 +429,12 @@ class Conversation:
                 return self._end(TurnEnd(turn.number, "max-tokens"), turn)
             await calls.run(step.calls)
 
-    async def _checkpoint(self, turn: _Turn) -> ToolOutput | None:
-        """The turn's checkpoint, before its first call that can change files: in the store
-        and in the log (fsynced) before the call runs. When it cannot be taken the call is not
-        run: its result says why (undo could not cover it) and how to go on without."""
-        if self.checkpoints is None or turn.checkpointed:
+    def _checkpoint(self, turn: _Turn) -> Callable[[], Awaitable[ToolOutput | None]] | None:
+        """What runs before a call that can change files: the turn's checkpoint (SPEC 14)."""
+        if self.checkpoints is None:
             return None
-        try:
-            record = await self.checkpoints.before_change(turn.number)
-        except (HarnessError, OSError) as exc:  # the store (CheckpointError), the tree
-            refusal = HarnessError(
-                "not run: the checkpoint before it could not be taken, so undo could not "
-                "cover it (dsh --no-checkpoints goes on without undo)",
-                CHECKPOINT,
-            )
-            refusal.__cause__ = exc
-            return ToolOutput.failed(refusal)
-        self.log.append(record, durable=True)
-        turn.checkpointed = True
-        if record.skipped:
-            shown = ", ".join(record.skipped[:5])
-            more = f" and {len(record.skipped) - 5} more" if len(record.skipped) > 5 else ""
-            turn.observer(CheckpointNote(f"not covered by undo: {shown}{more}"))
-        return None
-
-    def _changes(self, turn: _Turn) -> list[TurnChanges]:
-        """What a checkpointed turn changed, for the end of the turn (none when it took no
-        checkpoint, or when the tree cannot be walked now: a notice says so)."""
-        if self.checkpoints is None or not turn.checkpointed:
-            return []
-        try:
-            changes = self.checkpoints.at_turn_end(turn.number)
-        except Exception as exc:  # the turn's end is written whatever happens here
-            failure = FailureRecord.from_exception(exc)
-            logger.warning("turn %d: its changes were not recorded: %s", turn.number, failure)
-            turn.observer(
-                CheckpointNote(
-                    f"what turn {turn.number} changed could not be recorded: {failure.message}"
-                )
-            )
-            return []
-        return [changes] if changes is not None else []
+        checkpoints = self.checkpoints
+        return lambda: checkpoints.before_change(turn.number, self.log, turn.observer)
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest:
         """The request a step of this conversation sends, carrying ``messages``."""
@@ -582,7 +536,10 @@ class Conversation:
         results = answer_unanswered(
             records, turn.number, lambda call, started: stopped if started else not_run
         )
-        self.log.extend([*results, *self._changes(turn), end], durable=True)
+        changes = (
+            self.checkpoints.at_turn_end(turn.number, turn.observer) if self.checkpoints else []
+        )
+        self.log.extend([*results, *changes, end], durable=True)
         return end
 
     def _note_retry(self, turn: int, step: int, notice: RetryNotice) -> None:

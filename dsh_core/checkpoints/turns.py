@@ -30,10 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from ..chain import error_chain
+from ..errors import CHECKPOINT, HarnessError
 from ..session import SessionLog
 from ..session.events import (
     SessionEvent,
     ToolCallStarted,
+    ToolOutput,
     TurnEnd,
     TurnStart,
     UserText,
@@ -46,18 +49,29 @@ if TYPE_CHECKING:  # imported at first use: a run that changes no file pays noth
     from .store import CheckpointStore
 
 __all__ = [
+    "CheckpointNote",
     "Checkpoints",
     "Outcome",
     "Restoration",
     "TurnFiles",
     "changed_paths",
+    "not_covered_note",
     "turn_files",
+    "withdrawn_turns",
 ]
 
 CHANGING_KINDS = frozenset(("write", "shell", "mcp"))
 """What a call that can change files is (its :class:`~dsh_core.tools.Access` kind)."""
 
 State = Literal["done", "undone", "withdrawn"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointNote:
+    """Live event of the loop: what a checkpoint does not cover, or why undo cannot cover a
+    turn (SPEC 14); a notice."""
+
+    text: str
 
 
 @dataclass(slots=True)
@@ -241,19 +255,37 @@ class Checkpoints:
 
     # -- the loop's side ----------------------------------------------------------------------
 
-    async def before_change(self, turn: int) -> CheckpointTaken:
-        """Checkpoint the working directory (in a thread: Ctrl-C stays live) and return the
-        event to write before the call runs; the checkpoint is durable in the store already.
-        Raises CheckpointError (or OSError) when it cannot be taken."""
+    async def before_change(
+        self, turn: int, log: SessionLog, observer: Callable[[CheckpointNote], None]
+    ) -> ToolOutput | None:
+        """Before a call that can change files: the turn's checkpoint, unless it has one.
+        Taken in a thread (Ctrl-C stays live), durable in the store, then its ``checkpoint``
+        event in ``log`` (fsynced) before the call runs; what it does not hold is a notice.
+        When it cannot be taken: the call's result, not run, saying why (a change that undo
+        could not cover is not made behind the person's back)."""
+        if turn in self._before:
+            return None
         stop = threading.Event()
         work = asyncio.ensure_future(asyncio.to_thread(self._take_before, turn, stop))
         try:
-            return await asyncio.shield(work)
+            taken = await asyncio.shield(work)
         except asyncio.CancelledError:
             stop.set()  # the walk stops between directories; nothing is recorded
             with contextlib.suppress(BaseException):
                 await work
             raise
+        except (HarnessError, OSError) as exc:  # the store (CheckpointError), the tree
+            refusal = HarnessError(
+                "not run: the checkpoint before it could not be taken, so undo could not "
+                "cover it (dsh --no-checkpoints goes on without undo)",
+                CHECKPOINT,
+            )
+            refusal.__cause__ = exc
+            return ToolOutput.failed(refusal)
+        log.append(taken, durable=True)
+        if taken.skipped:
+            observer(CheckpointNote(not_covered_note(taken.skipped)))
+        return None
 
     def _take_before(self, turn: int, stop: threading.Event) -> CheckpointTaken:
         from .restore import root_identity
@@ -277,20 +309,34 @@ class Checkpoints:
         self._prune_once()
         return CheckpointTaken(turn, checkpoint, snapshot.files, snapshot.bytes, snapshot.skipped)
 
-    def at_turn_end(self, turn: int) -> TurnChanges | None:
-        """What turn ``turn`` changed since its checkpoint (None: it took none); the tree as
-        it is now is stored as the checkpoint's ``after``. Synchronous: a turn's end is
-        written whatever happens, and this is part of it. Raises CheckpointError or OSError."""
+    def at_turn_end(
+        self, turn: int, observer: Callable[[CheckpointNote], None]
+    ) -> list[TurnChanges]:
+        """What turn ``turn`` changed since its checkpoint, to write with its end (none: it
+        took no checkpoint); the tree as it is now is stored as the checkpoint's ``after``.
+        Synchronous: a turn's end is written whatever happens, and this is part of it; a
+        failure is a notice."""
+        changes = self._changes(turn)
+        if isinstance(changes, str):
+            observer(CheckpointNote(changes))
+            return []
+        return [changes] if changes is not None else []
+
+    def _changes(self, turn: int) -> TurnChanges | str | None:
         from .snapshot import diff
 
         taken = self._before.pop(turn, None)
         if taken is None:
             return None
         checkpoint, before = taken
-        after = self.snapshotter.take(rules_from=before)
-        with self.store.writing():
-            self.store.set_after(checkpoint, after.root)
-        return TurnChanges(turn, changed_paths(diff(self.store, before.root, after.root)))
+        try:
+            after = self.snapshotter.take(rules_from=before)
+            with self.store.writing():
+                self.store.set_after(checkpoint, after.root)
+            changed = changed_paths(diff(self.store, before.root, after.root))
+        except Exception as exc:  # the turn's end is written whatever happens here
+            return f"what turn {turn} changed could not be recorded: {error_chain(exc)}"
+        return TurnChanges(turn, changed)
 
     def settle(self, log: SessionLog) -> TurnChanges | None:
         """After a crash: the changes of a checkpointed turn whose end was never recorded,
@@ -494,6 +540,12 @@ def _turns_after_last_compaction(events: Sequence[SessionEvent]) -> set[int]:
         for event in events
         if isinstance(event.record, TurnStart) and event.seq > last
     }
+
+
+def not_covered_note(skipped: Sequence[str]) -> str:
+    """The notice for what a checkpoint did not hold."""
+    more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+    return f"not covered by undo: {', '.join(skipped[:5])}{more}"
 
 
 def _not_covered(turns: Sequence[TurnFiles]) -> tuple[str, ...]:
