@@ -92,7 +92,9 @@ def test_an_undo_puts_the_tree_back_exactly(store: CheckpointStore, work: Path) 
     assert tree(work) == original
 
 
-def test_a_file_changed_since_the_turn_is_left_and_named(store: CheckpointStore, work: Path) -> None:
+def test_a_file_changed_since_the_turn_is_left_and_named(
+    store: CheckpointStore, work: Path
+) -> None:
     def edit() -> None:
         (work / "src" / "app.py").write_text("the model's\n")
         (work / "docs" / "guide.md").write_text("the model's too\n")

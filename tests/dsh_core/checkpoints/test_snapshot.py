@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_core import fileio
 from dsh_core.checkpoints import snapshot as snapshot_module
 from dsh_core.checkpoints.snapshot import (
     DIRECTORY,
@@ -36,6 +37,19 @@ def trusting(monkeypatch: pytest.MonkeyPatch) -> None:
     """No racy window: a file written before the walk began may be trusted to the cache (in
     real use, one changed in the last two seconds is read again)."""
     monkeypatch.setattr(snapshot_module, "RACY_NS", 0)
+
+
+def reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the walks read from now on (their paths), as they read them."""
+    reads: list[str] = []
+    real_read = fileio.read_up_to
+
+    def counting(fd: int, size: int) -> bytes:
+        reads.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_read(fd, size)
+
+    monkeypatch.setattr(snapshot_module, "read_up_to", counting)
+    return reads
 
 
 def listing(store: CheckpointStore, root: bytes) -> dict[str, tuple[int, int]]:
@@ -93,14 +107,7 @@ def test_an_unchanged_tree_is_walked_not_read(
     for n in range(20):
         (work / f"f{n}.txt").write_text(f"file {n}\n")
     first = Snapshotter(store, str(work)).take()
-    reads: list[str] = []
-    real_read = snapshot_module.read_up_to
-
-    def counting(fd: int, size: int) -> bytes:
-        reads.append(os.readlink(f"/proc/self/fd/{fd}"))
-        return real_read(fd, size)
-
-    monkeypatch.setattr(snapshot_module, "read_up_to", counting)
+    reads = reading(monkeypatch)
     again = Snapshotter(store, str(work)).take()  # a new process: the cache from the store
     assert again.root == first.root and reads == []
     (work / "f3.txt").write_text("changed\n")
@@ -179,10 +186,6 @@ def test_a_file_changed_just_before_the_walk_is_read_again(
     (work / "fresh.txt").write_text("one\n")
     snapshotter = Snapshotter(store, str(work))
     snapshotter.take()
-    reads: list[int] = []
-    real_read = snapshot_module.read_up_to
-    monkeypatch.setattr(
-        snapshot_module, "read_up_to", lambda fd, size: reads.append(fd) or real_read(fd, size)
-    )
+    reads = reading(monkeypatch)
     snapshotter.take()
-    assert len(reads) == 1
+    assert reads == [str(work / "fresh.txt")]

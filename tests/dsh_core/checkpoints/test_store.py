@@ -125,7 +125,10 @@ def test_pruning_by_size_goes_oldest_first_and_keeps_the_running_session(
 
 def test_the_database_is_plain_sqlite(store: CheckpointStore) -> None:
     # Nothing but bytes and rows: a reader needs no program of ours, and runs none.
-    tables = {row[0] for row in sqlite3.connect(store.directory / DATABASE).execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'"
-    )}
+    tables = {
+        row[0]
+        for row in sqlite3.connect(store.directory / DATABASE).execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+        )
+    }
     assert tables == {"objects", "checkpoints", "statcache", "meta"}
