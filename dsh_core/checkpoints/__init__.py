@@ -1,9 +1,10 @@
 """Checkpoints of the working directory, and undoing what a turn did to its files (SPEC 14).
 
     store = CheckpointStore.open(home / "checkpoints")
-    snapshot = Snapshotter(store, workspace_root).take()      # a walk and stats, reads if changed
-    changes = diff(store, before.root, after.root)             # what a turn changed
-    plan = plan_restore(store, root, changes, towards="before") # restorable and conflicting paths
+    before = Snapshotter(store, root).take()             # a walk and stats; reads what changed
+    changes = diff(store, before.root, after.root)       # what a turn changed
+    plan = plan_restore(root, identity, changes, towards="before")   # restorable, conflicts
+    apply_restore(store, plan)
 
 :mod:`.store` is the content-addressed, deduplicated store under ``$DSH_HOME/checkpoints/``
 (SQLite, with the stat cache and pruning); :mod:`.snapshot` walks the tree into it;
