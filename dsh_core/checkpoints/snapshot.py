@@ -12,7 +12,8 @@ directory, with its permission bits, except ``.git`` (at any depth: a repository
 is not the undo's to rewrite), what ``.gitignore`` files and ``.git/info/exclude`` ignore
 (:mod:`dsh_core.tools.walk`'s rules, the ones ``glob`` and ``grep`` follow), files over
 :data:`MAX_FILE_BYTES` (listed in :attr:`Snapshot.skipped`), credential locations and
-``DSH_HOME`` when they lie inside, and what is not a file (FIFOs, sockets, devices).
+``DSH_HOME`` when they lie inside, what is not a file (FIFOs, sockets, devices), and a file
+that holds the API key (the key is written nowhere: listed as skipped too).
 
 The walk never follows a symlink: each directory is opened from its parent with
 ``O_NOFOLLOW`` and each file read through that descriptor, so a directory swapped for a link
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ..fileio import read_up_to
+from ..masking import SECRETS
 
 # walk.py's ignore rules, the ones glob and grep follow: one gitignore matcher, not two.
 from ..tools.walk import IgnoreRules, _ignored_in, _load_rules, rules_above
@@ -508,6 +510,11 @@ class _Walk:
             os.close(file_fd)
         if len(data) > self.owner.max_file_bytes:
             memo.skipped.append(path)
+            return None
+        if SECRETS and SECRETS.holds(data.decode("latin-1")):  # bytes one to one
+            # The key is never written anywhere (SPEC 6): such a file is not kept, and said.
+            memo.skipped.append(f"{path} (holds the API key)")
+            memo.reusable = False
             return None
         if len(data) != status.st_size:  # written to while it was read: the bytes decide
             memo.reusable = False

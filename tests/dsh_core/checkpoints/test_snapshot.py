@@ -189,3 +189,20 @@ def test_a_file_changed_just_before_the_walk_is_read_again(
     reads = reading(monkeypatch)
     snapshotter.take()
     assert reads == [str(work / "fresh.txt")]
+
+
+def test_a_file_holding_the_api_key_is_not_kept(store: CheckpointStore, work: Path) -> None:
+    from dsh_core.masking import SECRETS
+
+    key = "sk-dsh-checkpoint-test-0123456789"
+    SECRETS.hide(key)
+    try:
+        (work / ".env").write_text(f"DEEPSEEK_API_KEY={key}\n")
+        (work / "ok.txt").write_text("nothing secret\n")
+        taken = Snapshotter(store, str(work)).take()
+    finally:
+        SECRETS.clear()
+    assert set(listing(store, taken.root)) == {"ok.txt"}
+    assert taken.skipped == (".env (holds the API key)",)
+    database = (store.directory / "store.sqlite").read_bytes()
+    assert key.encode() not in database
