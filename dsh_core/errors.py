@@ -23,6 +23,7 @@ __all__ = [
     "ABORTED",
     "ABORTED_BEFORE_DISPATCH",
     "AUTH",
+    "CHECKPOINT",
     "CONTENT_FILTER",
     "CONTEXT_WINDOW_EXCEEDED",
     "EMPTY_RESPONSE",
@@ -86,6 +87,7 @@ ErrorCode = Literal[
     "TOOL_OUTCOME_UNKNOWN",
     "MCP_SERVER",
     "SUBAGENT_FAILED",
+    "CHECKPOINT",
 ]
 """Every code but ``HTTP_<status>``; each has its constant below, which says what it means.
 mypy rejects any other string where a code is expected (``LlmError("x", "ABORTD")``)."""
@@ -156,6 +158,8 @@ MCP_SERVER: Final = "MCP_SERVER"
 """An MCP server could not be started or reached, or went away during a call (SPEC 13)."""
 SUBAGENT_FAILED: Final = "SUBAGENT_FAILED"
 """A subagent's turn did not end with an answer (SPEC 13); the message says how it ended."""
+CHECKPOINT: Final = "CHECKPOINT"
+"""The checkpoint store could not be written or read: undo cannot cover the call (SPEC 14)."""
 
 
 def http_status_code(status: int) -> HttpStatusCode:

@@ -125,7 +125,8 @@ async def _run(
 
 
 def _stored(config: Config, streams: Streams) -> int:
-    """``--sessions`` and ``--show``: read the store, write nothing to it."""
+    """``--sessions``, ``--show`` and ``--changes``: read the store, write nothing to it;
+    ``--undo``: a session's last change to files taken back, without a model."""
     from dsh_core.extensions.skills import SkillCatalog, SkillTool
     from dsh_core.extensions.subagent import SubagentTool
     from dsh_core.tools import Toolbox, Workspace, builtin_tools
@@ -134,10 +135,18 @@ def _stored(config: Config, streams: Streams) -> int:
 
     out, err = streams.out, streams.err
     terminal = out.isatty()
+    if config.action == "undo":  # it writes: files, and the session log
+        from .commands.undo import undo_session
+
+        return undo_session(config, out, err)
     if not terminal:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dsh --show last | head` ends quietly
     if config.action == "sessions":
         return list_sessions(config, out, terminal=terminal, err=err)
+    if config.action == "changes":
+        from .commands.undo import print_changes
+
+        return print_changes(config, out, err, terminal=terminal)
     assert config.show is not None
     # Tool lines as the live transcript showed them: each call summarised by its tool.
     workspace = Workspace.at(Path.cwd(), output_dir=config.home)  # describe() writes nothing

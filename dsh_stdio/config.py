@@ -46,8 +46,9 @@ DEFAULT_MODEL = "deepseek-v4-flash"
 
 T = TypeVar("T")
 
-Action = Literal["chat", "sessions", "show"]
-"""What this run does: talk to the model, list sessions, or print one."""
+Action = Literal["chat", "sessions", "show", "undo", "changes"]
+"""What this run does: talk to the model, list sessions, print one, undo its last change
+(``--undo``), or print what its turns changed (``--changes``)."""
 
 
 class StartupError(HarnessError):
@@ -110,6 +111,11 @@ class Config:
     search_base_url: str | None = None
     """Where ``web_search`` goes: ``DEEPSEEK_SEARCH_BASE_URL``, else ``[web]
     search_base_url``; None: DeepSeek's own when the base URL is DeepSeek's, else no search."""
+    checkpoints: bool = True
+    """Checkpoints before a turn's changes, and undo (SPEC 14); False with
+    ``--no-checkpoints`` or ``checkpoints = false`` in ``config.toml``."""
+    target: str | None = None
+    """The session ``--undo`` or ``--changes`` is about: an id, or ``last`` (the newest here)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -203,6 +209,25 @@ def _build_parser() -> _Parser:
         "--sessions", action="store_true", help="list this directory's sessions, newest first"
     )
     what.add_argument("--show", metavar="ID", help="print a session as a transcript (last: newest)")
+    what.add_argument(
+        "--undo",
+        metavar="ID",
+        nargs="?",
+        const="last",
+        help="undo the last turn's changes to files in a session (default: the newest here)",
+    )
+    what.add_argument(
+        "--changes",
+        metavar="ID",
+        nargs="?",
+        const="last",
+        help="print the files each turn of a session changed, with a diff (default: the newest)",
+    )
+    parser.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="take no checkpoints before a turn changes files: no undo (config: checkpoints)",
+    )
     parser.add_argument(
         "--all",
         dest="all_directories",
@@ -332,9 +357,17 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         )
     if args.all_directories and not args.sessions:
         raise StartupError("--all only goes with --sessions (see dsh --help)")
-    action: Action = "sessions" if args.sessions else "show" if args.show is not None else "chat"
+    action: Action = "chat"
+    flag = ""
+    for name, value in (
+        ("sessions", args.sessions or None),
+        ("show", args.show),
+        ("undo", args.undo),
+        ("changes", args.changes),
+    ):
+        if value is not None:
+            action, flag = name, f"--{name}"  # type: ignore[assignment]
     if action != "chat" and (args.question or args.json):
-        flag = "--sessions" if args.sessions else "--show"
         raise StartupError(f"{flag} takes no question and no --json (see dsh --help)")
 
     # A server on this machine or a private network is the user's own: it may need no key.
@@ -371,6 +404,8 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         auto_compact=not args.no_auto_compact,
         thinking=thinking,
         reasoning_effort=effort,
+        checkpoints=not args.no_checkpoints,
+        target=args.undo if action == "undo" else args.changes if action == "changes" else None,
     )
 
 
@@ -380,11 +415,11 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
 
     Its ``[web]`` settings too; ``DEEPSEEK_SEARCH_BASE_URL`` beats the file's
     ``search_base_url``."""
-    from .config_file import read_config_file, read_web_settings
+    from .config_file import read_settings
 
     environ = os.environ if environ is None else environ
-    servers = read_config_file(config.home, environ)
-    web = read_web_settings(config.home, environ)
+    settings = read_settings(config.home, environ)
+    servers, web = settings.servers, settings.web
     search = environ.get(SEARCH_URL_VARIABLE, "").strip().rstrip("/") or web.search_base_url
     known = [server.name for server in servers]
     for grant in sorted(config.allow):
@@ -398,6 +433,7 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
         servers=servers,
         allow_private_addresses=web.allow_private_addresses,
         search_base_url=search,
+        checkpoints=config.checkpoints and settings.checkpoints,
     )
 
 

@@ -15,6 +15,9 @@
     allow_private_addresses = true       # web_fetch may reach this machine and private networks
     search_base_url = "https://gateway.example.com/anthropic/v1"   # where web_search goes
 
+``checkpoints = false`` (at the top, before any table) turns checkpoints and undo off, as
+``--no-checkpoints`` does (SPEC 14).
+
 Only this file starts processes: nothing in a project (a ``.dsh/config.toml`` the model could
 have written) is read for it. A file that is not what is described here is a startup failure
 whose message names the file, the line and the key (:class:`ConfigFileError`); a missing file
@@ -35,14 +38,21 @@ from typing import Any
 from dsh_core.errors import STARTUP, HarnessError
 from dsh_core.extensions.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "WebSettings", "read_config_file", "read_web_settings"]
+__all__ = [
+    "CONFIG_FILE",
+    "ConfigFileError",
+    "FileSettings",
+    "WebSettings",
+    "read_config_file",
+    "read_settings",
+]
 
 CONFIG_FILE = "config.toml"
 
 _SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "startup_timeout_s")
 _WEB_KEYS = ("allow_private_addresses", "search_base_url")
-_SECTIONS = ("mcp", "web")
-"""The file's top-level tables."""
+_TOP_KEYS = ("checkpoints", "mcp", "web")
+"""The file's top-level keys and tables."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +64,16 @@ class WebSettings:
     metadata endpoints): a documentation server on this machine, a test's server."""
     search_base_url: str | None = None
     """An Anthropic-compatible Messages endpoint for ``web_search`` (``/messages`` is added)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileSettings:
+    """What ``config.toml`` sets."""
+
+    servers: tuple[ServerSpec, ...] = ()
+    checkpoints: bool = True
+    """``checkpoints = false``: no checkpoints, no undo (as ``--no-checkpoints``)."""
+    web: WebSettings = WebSettings()
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -74,10 +94,15 @@ def read_config_file(
     return reader.servers() if reader is not None else ()
 
 
-def read_web_settings(home: Path, environ: Mapping[str, str] | None = None) -> WebSettings:
-    """``[web]`` of ``home/config.toml``; the defaults when there is no such file or table."""
+def read_settings(home: Path, environ: Mapping[str, str] | None = None) -> FileSettings:
+    """Everything ``home/config.toml`` sets; the defaults when there is no such file."""
     reader = _load(home / CONFIG_FILE, environ)
-    return reader.web() if reader is not None else WebSettings()
+    if reader is None:
+        return FileSettings()
+    checkpoints = reader.data.get("checkpoints", True)
+    if not isinstance(checkpoints, bool):
+        raise reader.fail("checkpoints", "must be true or false")
+    return FileSettings(reader.servers(), checkpoints, reader.web())
 
 
 def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
@@ -108,8 +133,10 @@ def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
         raise ConfigFileError(problem)
     reader = _Reader(path, text, os.environ if environ is None else environ, data)
     for key in data:
-        if key not in _SECTIONS:
-            raise reader.fail(key, "unknown key (this dsh reads [mcp.servers.NAME] and [web])")
+        if key not in _TOP_KEYS:
+            raise reader.fail(
+                key, "unknown key (this dsh reads checkpoints, [mcp.servers.NAME] and [web])"
+            )
     return reader
 
 

@@ -250,6 +250,7 @@ def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
         after=after,
         cancel_turn=lambda _: stopper.stop(signal.SIGINT),
         stdin=runtime.stdin,
+        undo=runtime.undo_directory,
     )
 
     def on_stderr_terminal() -> contextlib.AbstractContextManager[object]:

@@ -20,7 +20,7 @@ from dsh_core.agent.context import system_prompt
 from dsh_core.agent.loop import Conversation
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.errors import FailureRecord, SessionLogError
+from dsh_core.errors import FailureRecord, HarnessError, SessionLogError
 from dsh_core.extensions.skills import SkillCatalog, SkillTool, discover_skills, skills_section
 from dsh_core.extensions.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
 from dsh_core.model.deepseek import (
@@ -32,7 +32,7 @@ from dsh_core.model.deepseek import (
 )
 from dsh_core.model.seam import ChatModel, ToolCall
 from dsh_core.model.urls import redact_url
-from dsh_core.session import SessionLog, SessionStore, cwd_key
+from dsh_core.session import SessionLog, SessionStore
 from dsh_core.session.events import JobEnded, JobStarted, Record, TurnEnd
 from dsh_core.tools import (
     Launcher,
@@ -55,6 +55,7 @@ from dsh_core.trust.workspace import child_environment
 from .config import Config, StartupError
 from .jsonout import JsonView
 from .render import INTERRUPTED_LINE, neutralise
+from .resume import enter_its_directory
 from .status import EXIT_FAILED, turn_status
 from .tty import STDIN, colour_wanted, quiet_terminal
 from .view import TurnView
@@ -62,12 +63,23 @@ from .view import TurnView
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from dsh_core.checkpoints.turns import Checkpoints
     from dsh_core.extensions.mcp.servers import McpServers
     from dsh_core.tools.interaction.ask import UserAsker
     from dsh_core.tools.jobs.table import JobTable
     from dsh_core.trust.policy import Kept
 
-__all__ = ["OUTPUT_CLOSED", "TOOL_OUTPUT_DIR", "Runtime", "shown_url"]
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "OUTPUT_CLOSED",
+    "TOOL_OUTPUT_DIR",
+    "Runtime",
+    "checkpoints_off",
+    "shown_url",
+]
+
+CHECKPOINTS_DIR = "checkpoints"
+"""In ``DSH_HOME``: the checkpoint store (SPEC 14)."""
 
 TOOL_OUTPUT_DIR = "tool-output"
 """Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
@@ -117,6 +129,8 @@ class Runtime:
     """This session's background jobs, made at the first (or at a resume that had some)."""
     _closing: list[asyncio.Future[None]] = field(default_factory=list, init=False)
     """Sessions left by ``/new`` whose jobs are still being ended."""
+    checkpoints_off: str | None = None
+    """Why this session takes no checkpoints (``--no-checkpoints``, ...); None: it does."""
 
     @classmethod
     async def open(
@@ -156,7 +170,7 @@ class Runtime:
 
             log, report = store.open(session_id(store, config.resume))
             if log.parent is None:  # a subagent's is refused below, whatever its directory
-                _enter_its_directory(log, err, stdin)
+                enter_its_directory(log, err, stdin)
         elif config.continue_session:
             found = store.newest(cwd)
             if found is None:
@@ -223,6 +237,8 @@ class Runtime:
         self._close_log(old.log)
         if jobs is not None:  # a session's jobs end with it (they are ended meanwhile)
             self._closing.append(asyncio.ensure_future(jobs.close()))
+        if old.checkpoints is not None:
+            old.checkpoints.close()
         return log
 
     def _conversation(self, log: SessionLog, model_name: str) -> Conversation:
@@ -264,6 +280,7 @@ class Runtime:
         prompt: str | None = None
         if not log.events:  # a resumed session keeps the system prompt it recorded
             prompt = self._system_prompt(cwd, toolbox, skills, warn=True)
+        checkpoints = self._checkpoints(log, workspace) if config.tools else None
         return Conversation(
             self.model,
             log,
@@ -279,6 +296,7 @@ class Runtime:
             approval=ApprovalPolicy(config.allow, self.asker, sandbox_off=config.sandbox == "off"),
             system_prompt=prompt,
             notes=(self._job_notes,),
+            checkpoints=checkpoints,
         )
 
     def _everyday_tools(self, log: SessionLog, output_dir: Path) -> list[Tool]:
@@ -314,6 +332,29 @@ class Runtime:
             if view is not None and isinstance(record, JobEnded):
                 view.notice(f"background job {record.job_id}: {record.status}")
         return records
+
+    def _checkpoints(self, log: SessionLog, workspace: Workspace) -> Checkpoints | None:
+        """The session's checkpoints (SPEC 14), or None: off by ``--no-checkpoints`` or the
+        configuration file, or the working directory is in ``DSH_HOME`` (the store is there).
+        A resumed session's turn left open by a crash gets its changes recorded now."""
+        config = self.config
+        self.checkpoints_off = checkpoints_off(config, workspace.root)
+        if self.checkpoints_off is not None:
+            return None
+        from dsh_core.checkpoints.turns import Checkpoints
+
+        checkpoints = Checkpoints(
+            config.home / CHECKPOINTS_DIR,
+            str(workspace.root),
+            session=log.id,
+            fences=lambda directory: workspace.credentials.within(directory),
+        )
+        if log.events:
+            try:
+                checkpoints.settle(log)
+            except (HarnessError, OSError) as exc:
+                self._warn((f"what the interrupted turn changed is not known: {error_chain(exc)}",))
+        return checkpoints
 
     def _servers_run_from(self) -> tuple[Kept, ...]:
         """What the configured MCP servers run from: protected where inside, whether they
@@ -390,6 +431,19 @@ class Runtime:
             self.current_view.notice(text)
         else:
             self.err.write(f"dsh: {neutralise(text)}\n")
+
+    @property
+    def undo_directory(self) -> str | None:
+        """What this session's checkpoints cover (the working directory); None when off."""
+        checkpoints = self.conversation.checkpoints
+        return checkpoints.root if checkpoints is not None else None
+
+    def undo_state(self) -> str:
+        """For ``/session``: whether checkpoints and undo are on, and where the store is."""
+        if self.conversation.checkpoints is None:
+            return self.checkpoints_off or "off: no tools (--no-tools)"
+        store = self.config.home / CHECKPOINTS_DIR
+        return f"on: a checkpoint before each turn's first change, in {store} (/undo, /rewind)"
 
     def sandbox_state(self) -> str:
         """For ``/session``: whether commands run sandboxed, and how."""
@@ -498,66 +552,22 @@ class Runtime:
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
         kept = self._close_log(self.conversation.log)
+        if self.conversation.checkpoints is not None:
+            self.conversation.checkpoints.close()
         if self.servers is not None:
             await self.servers.close()
         await self.model.close()
         return kept
 
 
-def _enter_its_directory(log: SessionLog, err: TextIO, stdin: int) -> None:
-    """Run a resumed session in the directory it was started in, once a person said so when
-    that is not here: its tools and its recorded system prompt are about that directory.
-
-    The directory comes only from a header dsh wrote (SPEC 10.14): dsh stores a session under
-    the key of the directory its header names, so a header changed since (a command that
-    could write ``DSH_HOME`` pointing ``cwd`` at ``/``) is found out and refused. A different
-    directory is asked about on a terminal and refused on a pipe, with the way out; one that
-    cannot be entered any more is refused too. Raises StartupError.
-    """
-    if log.path.parent.parent.name != cwd_key(log.cwd):
-        log.close()
-        raise StartupError(
-            f"session {log.id} says it was started in {log.cwd}, but it is not stored as a "
-            "session of that directory: its header was changed after dsh wrote it, and dsh "
-            "does not run where it says; start a new session (dsh without -r)"
-        )
-    here = os.path.abspath(Path.cwd())
-    if log.cwd == here:
-        return
-    elsewhere = f"session {log.id} was started in {log.cwd}"
-    try:
-        directory = os.open(log.cwd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        log.close()
-        raise StartupError(
-            f"{elsewhere}, which cannot be entered now; "
-            "start a new session (dsh without -r), or restore that directory"
-        ) from exc
-    try:
-        if not os.isatty(stdin) or not _confirmed(
-            f"dsh: {elsewhere}: run there? [y/N]: ", stdin, err
-        ):
-            log.close()
-            said = "" if os.isatty(stdin) else " (stdin is not a terminal: nobody to ask)"
-            raise StartupError(
-                f"{elsewhere}, not here{said}; to resume it there: cd {log.cwd} && dsh -r {log.id}"
-            )
-        os.fchdir(directory)  # the directory the person was asked about, not a later swap
-    finally:
-        os.close(directory)
-    err.write(neutralise(f"dsh: {elsewhere}: running there") + "\n")
-
-
-def _confirmed(question: str, stdin: int, err: TextIO) -> bool:
-    """Ask ``question`` on the terminal (before any prompt exists: a line, as typed); whether
-    the answer was yes. The default, Enter, is no."""
-    err.write(neutralise(question))
-    err.flush()
-    try:
-        answer = os.read(stdin, 1024).decode("utf-8", "replace").strip().lower()
-    except OSError:
-        return False
-    return answer in ("y", "yes")
+def checkpoints_off(config: Config, root: Path) -> str | None:
+    """Why a session here takes no checkpoints; None when it does."""
+    if not config.checkpoints:
+        return "off (--no-checkpoints, or checkpoints = false in config.toml)"
+    home = os.path.realpath(config.home)
+    if os.path.commonpath([str(root), home]) == home:
+        return f"off: the working directory is in DSH_HOME ({home}), where the store is"
+    return None
 
 
 def shown_url(config: Config) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TextIO, assert_never
 
 from dsh_core.agent.loop import (
+    CheckpointNote,
     Compacted,
     Compacting,
     LoopEvent,
@@ -283,6 +284,8 @@ class TurnView:
                 # Stdout on a terminal, a notice on a pipe: the answers there stay data.
                 self._remark(compacted_line(before, after), dim=False)
                 self.show_waiting()
+            case CheckpointNote(text=text):
+                self.notice(text)
             case Finish() | ToolCallRequest() | TurnFailed():
                 pass
             case _:

@@ -222,7 +222,8 @@ def scan_log(path: Path) -> LogScan:
     Checked: the header (``session``, version 1), every line JSON, ``seq`` counting from 0
     without gaps, the system prompt (if any) first, turns numbered from 1 in order, none opened
     inside another, and every other event inside the turn it names (a compaction of no turn,
-    ``/compact``'s, between turns).
+    ``/compact``'s, and undo, redo and rewind, between turns; the changes of a turn a crash cut
+    short, right after it).
     """
     scan = LogScan(path)
     data = path.read_bytes()
@@ -268,6 +269,12 @@ def scan_log(path: Path) -> LogScan:
             if scan.open_turn is not None:  # /compact runs between turns
                 scan.problems.append(f"{where}: {kind} of no turn inside turn {scan.open_turn}")
             continue
+        if kind in ("undo", "redo", "rewind"):  # /undo, /redo, /rewind, --undo: between turns
+            if scan.open_turn is not None:
+                scan.problems.append(f"{where}: {kind} inside turn {scan.open_turn}")
+            continue
+        if kind == "turn/changes" and scan.open_turn is None and data.get("turn") == previous:
+            continue  # a turn a crash left open: what it changed, recorded at the resume
         if scan.open_turn is None or data.get("turn") != scan.open_turn:
             scan.problems.append(f"{where}: {kind} outside its turn")
             continue

@@ -1,7 +1,7 @@
 """The core's layers, as its folders show them: no subpackage imports one above it.
 
 From the bottom: the leaves at the top of ``dsh_core`` (errors, ``error_chain``, masking, the
-clock, file helpers), then ``model``, ``session``, ``trust``, ``tools``, ``agent``,
+clock, file helpers), then ``model``, ``session``, ``trust``, ``tools``, ``checkpoints``, ``agent``,
 ``extensions``, and ``testing`` (the fakes, which may use everything). A module may import its
 own layer and any below it; ``dsh_core/__init__.py`` (the public surface) may import all. Every
 import counts: at module level, inside a function, or under ``TYPE_CHECKING``, since each is a
@@ -19,7 +19,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "dsh_core"
 
-LAYERS = ("", "model", "session", "trust", "tools", "agent", "extensions", "testing")
+LAYERS = (
+    "",
+    "model",
+    "session",
+    "trust",
+    "tools",
+    "checkpoints",
+    "agent",
+    "extensions",
+    "testing",
+)
 """Bottom first; "" is the leaves at the top of dsh_core."""
 
 MAX_TOP_MODULES = 8

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import ABORTED, ABORTED_BEFORE_DISPATCH, FailureRecord
@@ -131,6 +131,9 @@ class StepCalls:
     turn: int
     step: int
     on_event: Callable[[CallEvent], None]
+    before_change: Callable[[], Awaitable[ToolOutput | None]] | None = None
+    """Awaited before a call that can change files runs (the turn's checkpoint, SPEC 14); an
+    output it returns answers the call instead (the checkpoint could not be taken)."""
 
     async def run(self, calls: Sequence[ToolCall]) -> None:
         """Run ``calls`` in the model's order, free ones side by side; every one is answered."""
@@ -205,6 +208,12 @@ class StepCalls:
             refusal = self.approval.refusal(call, invocation.access, outcome)
             self.answer(call, ToolOutput.failed(refusal))
             return
+        if self.before_change is not None and invocation.access.changes_anything:
+            with cancellation.phase():
+                refused = await self.before_change()
+            if refused is not None:
+                self.answer(call, refused)
+                return
         started = ToolCallStarted(self.turn, self.step, call.id, call.name, call.arguments)
         self.log.append(started, durable=invocation.access.changes_anything)
         with cancellation.phase(), self._running(call):

@@ -19,6 +19,10 @@ request. The rules (SPEC sections 6 and 8):
   model hears of it in its next request. ``todo/write`` sends nothing (the call and its result
   already carry the list) but is kept: :attr:`History.todos` is the latest list, which a
   compaction sends verbatim (SPEC 11, 16).
+- Undo (SPEC 14): an ``undo`` or ``redo`` between turns is told to the model as a user-role
+  note naming the files that went back (:func:`undo_note`), which the next message joins; a
+  ``rewind`` withdraws its turn and every later one: the history is folded again from the
+  start without them (the log keeps them). Turns a compaction summarised cannot be rewound.
 - Compaction (SPEC 11): once ``compaction/end`` is folded, the model sees the system prompt,
   the summary as a user-role checkpoint closed by an end line (:func:`checkpoint_message`), then the
   messages of the events after ``replaces_through``, folded again by these same rules. A compaction
@@ -70,6 +74,7 @@ from ..session.events import (
     UnknownEvent,
     UserText,
 )
+from ..session.undo import CheckpointTaken, RedoDone, Rewound, TurnChanges, UndoDone
 
 __all__ = [
     "CHECKPOINT_END",
@@ -83,6 +88,7 @@ __all__ = [
     "estimate_tokens",
     "message_tokens",
     "reading_form",
+    "undo_note",
 ]
 
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -192,6 +198,32 @@ def _invisible(char: str) -> bool:
 _FILLERS = frozenset((0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFFA0))
 """Default-ignorable characters that are not format characters: the combining grapheme
 joiner, Hangul fillers, Khmer inherent vowels, the Mongolian vowel separator."""
+
+
+NOTE_PATHS = 50
+"""Paths an undo note names; the rest are counted."""
+
+
+def undo_note(record: UndoDone | RedoDone) -> str:
+    """What the model is told of an undo or a redo: which files went back, which were left."""
+
+    def named(paths: tuple[str, ...]) -> str:
+        more = f" and {len(paths) - NOTE_PATHS} more" if len(paths) > NOTE_PATHS else ""
+        return ", ".join(paths[:NOTE_PATHS]) + more
+
+    if isinstance(record, UndoDone):
+        said = (
+            "[dsh: the user ran /undo: the changes an earlier turn made to these files were "
+            f"taken back, and they are as they were before it: {named(record.restored)}."
+        )
+    else:
+        said = (
+            "[dsh: the user ran /redo: the changes /undo had taken back are in place again in "
+            f"these files: {named(record.restored)}."
+        )
+    if record.conflicts:
+        said += f" Left as they are (changed since): {named(record.conflicts)}."
+    return said + " Read a file again before you change it.]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +339,8 @@ class History:
         """Added up as the log's usage is folded in, so it outlives what the log lets go of."""
         self.todos: tuple[Todo, ...] = ()
         """The model's checklist as its latest ``todo_write`` left it (empty before one)."""
+        self._withdrawn: set[int] = set()
+        """Turns a ``rewind`` withdrew: their events are not folded."""
 
     def update(self, events: Sequence[SessionEvent]) -> None:
         """Fold in the events appended since the last call (the log is append-only)."""
@@ -316,6 +350,8 @@ class History:
             self._fold(event.record, event.seq)
             if isinstance(event.record, CompactionEnd):
                 self._compacted(events, event.seq)
+            elif isinstance(event.record, Rewound):
+                self._rewound(events, event.seq, event.record.to_turn)
 
     def messages(self) -> list[Message]:
         """The system prompt, the turns that count, then the open turn (a fresh list)."""
@@ -378,6 +414,8 @@ class History:
     def _fold(self, record: Record, seq: int, *, again: bool = False) -> None:
         """Fold one record; ``again`` while a compaction's kept events are folded anew (their
         usage measured requests that carried what the summary replaced)."""
+        if self._withdrawn and getattr(record, "turn", None) in self._withdrawn:
+            return
         match record:
             case SystemPrompt(text=text):
                 self._system = SystemMessage(text)
@@ -426,12 +464,33 @@ class History:
                 self.todos = todos
             case JobEnded(notice=notice):
                 self._open_with(UserMessage(notice))
+            case UndoDone() | RedoDone():
+                if record.restored and not self._withdrawn.issuperset(record.turns):
+                    self._committed_tokens += _append(
+                        self._committed, UserMessage(undo_note(record))
+                    )
             case ToolCallStarted() | ApprovalDecided() | RetryScheduled() | JobStarted():
                 pass  # bookkeeping: the model does not see it
+            case CheckpointTaken() | TurnChanges() | Rewound():
+                pass  # the files' bookkeeping; a rewind is applied by update()
             case UnknownEvent():
                 pass  # from a newer dsh: what it means for the history is unknown here
             case _:
                 assert_never(record)
+
+    def _rewound(self, events: Sequence[SessionEvent], end: int, to_turn: int) -> None:
+        """Withdraw ``to_turn`` and the turns after it (up to event ``end``): fold the log
+        again without them, the usage already counted kept."""
+        started = (event.record for event in events[:end] if isinstance(event.record, TurnStart))
+        withdrawn = self._withdrawn | {record.turn for record in started if record.turn >= to_turn}
+        usage, stated = self.usage, self._stated
+        self.__init__()  # type: ignore[misc]
+        self.usage, self._stated, self._withdrawn = usage, stated, withdrawn
+        for event in events[: end + 1]:
+            self._read += 1
+            self._fold(event.record, event.seq, again=True)
+            if isinstance(event.record, CompactionEnd):
+                self._compacted(events, event.seq)
 
     def _compacted(self, events: Sequence[SessionEvent], end: int) -> None:
         """Put the summary in force: the checkpoint, then the kept events folded anew."""

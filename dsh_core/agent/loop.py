@@ -40,9 +40,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..checkpoints.turns import CheckpointNote as CheckpointNote
 from ..errors import (
     ABORTED,
     CONTEXT_WINDOW_EXCEEDED,
@@ -86,9 +88,13 @@ from .compaction import REPL_WINDOW_ADVICE, Compacted, Compacting, WindowAdvice,
 from .history import History
 from .step import MaskedStream, Step, close_stream
 
+if TYPE_CHECKING:
+    from ..checkpoints.turns import Checkpoints
+
 __all__ = [
     "DEFAULT_INPUT_LIMIT",
     "DEFAULT_MAX_STEPS",
+    "CheckpointNote",
     "Compacted",
     "Compacting",
     "Conversation",
@@ -122,7 +128,16 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
-LoopEvent = Event | ToolStarting | ToolFinished | Nested | TurnFailed | Compacting | Compacted
+LoopEvent = (
+    Event
+    | ToolStarting
+    | ToolFinished
+    | Nested
+    | TurnFailed
+    | Compacting
+    | Compacted
+    | CheckpointNote
+)
 """What an observer of :meth:`Conversation.run_turn` receives, in order."""
 
 Observer = Callable[[LoopEvent], None]
@@ -139,7 +154,7 @@ then (fsynced), never between a call and its result."""
 class _Turn:
     """The turn being run: where it stands, for whatever ends it."""
 
-    __slots__ = ("first", "number", "step")
+    __slots__ = ("first", "number", "observer", "step")
 
     def __init__(self, number: int, first: int) -> None:
         self.number = number
@@ -147,6 +162,7 @@ class _Turn:
         """Where its ``turn/start`` is among the log's events."""
         self.step: Step | None = None
         """The step being streamed or whose calls are running."""
+        self.observer: Observer = _ignore
 
 
 class Conversation:
@@ -175,6 +191,7 @@ class Conversation:
         reasoning_effort: str | None = None,
         hooks: Sequence[PreTurnHook] = (),
         notes: Sequence[NoteSource] = (),
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.model = model
         self.log = log
@@ -207,6 +224,9 @@ class Conversation:
         """Pre-turn checks, built-ins first; the first reason returned rejects the turn."""
         self.notes: tuple[NoteSource, ...] = tuple(notes)
         """Asked before each step's request; what they return is written, then sent."""
+        self.checkpoints = checkpoints
+        """Checkpoints before a turn's first change, and its changes at its end (SPEC 14);
+        None: off (``--no-checkpoints``)."""
         self._cancellation: Cancellation | None = None
         """The running turn's; None when idle."""
         self._log_failure: FailureRecord | None = None
@@ -360,6 +380,7 @@ class Conversation:
         return _Turn(number, self.log.append(TurnStart(number, self.model_name)).seq)
 
     async def _run(self, turn: _Turn, text: str, on_event: Observer) -> TurnEnd:
+        turn.observer = on_event
         try:
             rejection = next((r for hook in self.hooks if (r := hook(self, text))), None)
         except Exception as exc:  # a broken hook fails its turn, it does not crash the program
@@ -403,7 +424,14 @@ class Conversation:
                     TurnEnd(turn.number, "max-tokens" if limited else "completed"), turn
                 )
             calls = StepCalls(
-                self.log, self.toolbox, self.approval, self._cancel, turn.number, number, on_event
+                self.log,
+                self.toolbox,
+                self.approval,
+                self._cancel,
+                turn.number,
+                number,
+                on_event,
+                before_change=self._checkpoint(turn),
             )
             if limited:
                 not_run = _not_run(TOOL_NOT_RUN, "not run: the output token limit was reached")
@@ -417,6 +445,13 @@ class Conversation:
         records = [record for source in self.notes for record in source(turn.number)]
         if records:
             self.log.extend(records, durable=True)
+
+    def _checkpoint(self, turn: _Turn) -> Callable[[], Awaitable[ToolOutput | None]] | None:
+        """What runs before a call that can change files: the turn's checkpoint (SPEC 14)."""
+        if self.checkpoints is None:
+            return None
+        checkpoints = self.checkpoints
+        return lambda: checkpoints.before_change(turn.number, self.log, turn.observer)
 
     def request(self, messages: tuple[Message, ...]) -> ChatRequest:
         """The request a step of this conversation sends, carrying ``messages``."""
@@ -520,7 +555,10 @@ class Conversation:
         results = answer_unanswered(
             records, turn.number, lambda call, started: stopped if started else not_run
         )
-        self.log.extend([*results, end], durable=True)
+        changes = (
+            self.checkpoints.at_turn_end(turn.number, turn.observer) if self.checkpoints else []
+        )
+        self.log.extend([*results, *changes, end], durable=True)
         return end
 
     def _note_retry(self, turn: int, step: int, notice: RetryNotice) -> None:

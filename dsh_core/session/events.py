@@ -35,6 +35,10 @@ between turns (``turn`` is then null)::
 The summary replaces what the model sees through event ``replaces_through`` (a ``seq``) only
 once ``compaction/end`` is written: a compaction cut short leaves the history as it was.
 
+Checkpoints and undo (SPEC 14, :mod:`dsh_core.session.undo`): ``checkpoint`` before a turn's
+first call that can change files, ``turn/changes`` at its end, and between turns ``undo``,
+``redo`` and ``rewind``.
+
 A line of a type
 this version does not know is kept as an :class:`UnknownEvent`; a line of a known type whose
 fields are wrong is damage (:func:`parse_record` raises ``ValueError`` saying what is wrong).
@@ -64,6 +68,7 @@ from .codec import (
     read_optional_str,
     read_str,
 )
+from .undo import CheckpointTaken, RedoDone, Rewound, TurnChanges, UndoDone
 
 __all__ = [
     "APPROVAL_OUTCOMES",
@@ -499,6 +504,11 @@ Record = (
     | TodoWrite
     | JobStarted
     | JobEnded
+    | CheckpointTaken
+    | TurnChanges
+    | UndoDone
+    | RedoDone
+    | Rewound
     | UnknownEvent
 )
 """One event of the session log."""
@@ -522,6 +532,11 @@ _KNOWN: dict[str, Any] = {
         TodoWrite,
         JobStarted,
         JobEnded,
+        CheckpointTaken,
+        TurnChanges,
+        UndoDone,
+        RedoDone,
+        Rewound,
     )
 }
 

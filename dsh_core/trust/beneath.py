@@ -30,7 +30,7 @@ import stat
 
 from ..fileio import fsync_descriptor
 
-__all__ = ["HeldDirectory", "open_directory"]
+__all__ = ["HeldDirectory", "open_directory", "open_directory_at"]
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -95,19 +95,27 @@ def open_directory(base: str, relative: str, *, create: bool = False) -> tuple[i
     """
     base_fd = os.open(base, _DIRECTORY)
     try:
-        if not relative:
-            return os.dup(base_fd), []
-        try:
-            fd = _openat2(base_fd, relative)
-        except FileNotFoundError:
-            if not create:
-                raise
-            fd = None  # what is missing is made one component at a time
-        if fd is not None:
-            return fd, []
-        return _walk_down(base_fd, relative, create=create)
+        return open_directory_at(base_fd, relative, create=create)
     finally:
         os.close(base_fd)
+
+
+def open_directory_at(
+    base_fd: int, relative: str, *, create: bool = False
+) -> tuple[int, list[str]]:
+    """:func:`open_directory` from a directory already open (a restore that checked what
+    ``base_fd`` is first: the working directory itself may have been swapped for a link)."""
+    if not relative:
+        return os.dup(base_fd), []
+    try:
+        fd = _openat2(base_fd, relative)
+    except FileNotFoundError:
+        if not create:
+            raise
+        fd = None  # what is missing is made one component at a time
+    if fd is not None:
+        return fd, []
+    return _walk_down(base_fd, relative, create=create)
 
 
 def _walk_down(base_fd: int, relative: str, *, create: bool) -> tuple[int, list[str]]:

@@ -33,6 +33,7 @@ from typing import TextIO
 
 from dsh_core.agent.loop import Compacted, Nested, ToolFinished, ToolStarting
 from dsh_core.chain import error_chain
+from dsh_core.checkpoints.turns import withdrawn_turns
 from dsh_core.errors import SessionLogError
 from dsh_core.model.seam import TextDelta, ToolCall
 from dsh_core.session import (
@@ -53,6 +54,7 @@ from dsh_core.session.events import (
     TurnStart,
     UserText,
 )
+from dsh_core.session.undo import RedoDone, Rewound, UndoDone
 from dsh_core.tools import Toolbox
 
 from ..config import Config
@@ -220,7 +222,8 @@ def print_transcript(
 
     Each user message as lines beginning ``> ``, each tool call and result and each compaction
     as a terminal shows them, and, for each turn, what a pipe run printed on stdout: its text
-    and outcome line. On
+    and outcome line; each undo, redo and rewind as a line in brackets, and a turn a rewind
+    withdrew marked so before its message. On
     a terminal (``terminal``) text is neutralised; otherwise the model's text is passed
     through as the pipe run printed it. ``describe`` gives a call's summary (default: a toolbox
     without tools, which shows the call's arguments).
@@ -374,6 +377,7 @@ async def replay_events(
     writes per event-loop pass; after each record the pass runs, as it did live.
     """
     view: _TranscriptView | None = None
+    withdrawn = withdrawn_turns(events)
     calls: dict[str, ToolCall] = {}
     steps = 0  # the turn's last step: at a ``max-steps`` end, the limit it ran into
     summary: CompactionSummary | None = None  # a compaction's, until its end puts it in force
@@ -391,6 +395,14 @@ async def replay_events(
                 view.pause()
             view, calls, steps = None, {}, 0
             current()
+            if record.turn in withdrawn and (failed := _line(out, _WITHDRAWN)) is not None:
+                return failed
+        elif isinstance(record, UndoDone | RedoDone | Rewound):
+            if view is not None:
+                view.pause()
+            for line in _undo_lines(record):
+                if (failed := _line(out, line)) is not None:
+                    return failed
         elif isinstance(record, UserText):
             current().flush()  # what the view holds goes first
             if current().output_error is None:
@@ -432,6 +444,31 @@ async def replay_events(
             return view.output_error
     try:
         out.flush()
+    except OSError as exc:
+        return exc
+    return None
+
+
+_WITHDRAWN = "[withdrawn by /rewind: the model no longer sees this turn]"
+
+
+def _undo_lines(record: UndoDone | RedoDone | Rewound) -> list[str]:
+    """How an undo, a redo or a rewind shows in a transcript."""
+    if isinstance(record, Rewound):
+        return [f"[rewind to turn {record.to_turn}: it and the later turns are withdrawn]"]
+    word = "undo" if isinstance(record, UndoDone) else "redo"
+    turns = ", ".join(str(turn) for turn in record.turns)
+    restored = ", ".join(record.restored) or "nothing"
+    lines = [f"[{word} turn {turns}] restored {len(record.restored)}: {restored}"]
+    if record.conflicts:
+        lines.append(f"[{word} turn {turns}] left as they were: {', '.join(record.conflicts)}")
+    return lines
+
+
+def _line(out: TextIO, text: str) -> OSError | None:
+    """A line of dsh's own (neutralised: paths may hold anything), or why stdout refused it."""
+    try:
+        out.write(neutralise(text) + "\n")
     except OSError as exc:
         return exc
     return None

@@ -58,6 +58,7 @@ __all__ = [
     "parse_answer",
     "parse_user_reply",
     "question_text",
+    "undo_words",
     "user_question_text",
 ]
 
@@ -89,7 +90,12 @@ class Layout:
 
 
 def question_text(
-    question: Question, *, colour: bool = False, rows: int = 24, columns: int = 80
+    question: Question,
+    *,
+    colour: bool = False,
+    rows: int = 24,
+    columns: int = 80,
+    undo: str | None = None,
 ) -> Layout:
     """How ``question`` is shown on a terminal of ``rows`` x ``columns``.
 
@@ -99,6 +105,9 @@ def question_text(
     details. The model's own words (a justification) and the paths outside get a few rows each; the
     call what is left (half of it when a diff follows), the diff the rest, at least
     :data:`MIN_DIFF_LINES`. Whatever is cut says so, and ``v`` shows all of it.
+
+    ``undo``: the directory checkpoints cover (None: they are off); a command or an MCP call
+    says "undo covers files in <dir>", a write outside it "not covered by undo" (SPEC 14).
     """
     invocation = question.invocation
     access = invocation.access
@@ -109,6 +118,7 @@ def question_text(
     call = summary if inline else f"the {len(lines)} lines above" if lines[1:] else "the call above"
     body = "" if inline else "\n  ".join(lines)  # indented: no line can pass for one of dsh's
     note = f" {neutralise(access.note)}" if access.note else ""
+    note += undo_words(access.kind, bool(access.outside), undo)
     choices = ["[y]es", "[N]o"]
     if access.may_remember:
         scope = access.scope
@@ -155,6 +165,19 @@ def question_text(
     hint += ", a for always" if access.may_remember else ""
     hint += ", v to see all of it" if whole else ""
     return Layout(NEWLINE.join(details), prompt, access.may_remember, whole, hint)
+
+
+def undo_words(kind: str, outside: bool, undo: str | None) -> str:
+    """What the question says of undo for a call (SPEC 14): a command or an MCP call may change
+    anything, and undo covers the files in the working directory; a write outside it is not
+    covered. Empty when checkpoints are off, and for a write inside (it is covered)."""
+    if undo is None:
+        return ""
+    if kind in ("shell", "mcp"):
+        return f" (undo covers files in {neutralise(undo)})"
+    if kind == "write" and outside:
+        return " (not covered by undo)"
+    return ""
 
 
 def _fit(
@@ -269,16 +292,19 @@ class TerminalQuestion:
         cancel_turn: Callable[[str], object],
         colour: bool = False,
         stdin: int = STDIN,
+        undo: str | None = None,
     ) -> None:
         """``before`` puts the turn's output on screen; ``after`` re-arms Ctrl-C for the turn
         (prompt_toolkit removes the loop's SIGINT handler when a prompt ends); ``colour``
-        colours the diff; ``stdin`` is the terminal the answer is typed at."""
+        colours the diff; ``stdin`` is the terminal the answer is typed at; ``undo`` the
+        directory checkpoints cover (None: off), which the question names."""
         self._out = out
         self._before = before
         self._after = after
         self._cancel_turn = cancel_turn
         self._colour = colour
         self._stdin = stdin
+        self._undo = undo
         self._editor: PromptSession[str] | None = None
         """One prompt for every question (building one costs 10-30 ms); made at the first."""
 
@@ -288,7 +314,11 @@ class TerminalQuestion:
         with self._asking() as editor:
             size = shutil.get_terminal_size()
             layout = question_text(
-                question, colour=self._colour, rows=size.lines, columns=size.columns
+                question,
+                colour=self._colour,
+                rows=size.lines,
+                columns=size.columns,
+                undo=self._undo,
             )
             self._say(layout.details)
             while True:

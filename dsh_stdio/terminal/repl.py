@@ -29,6 +29,7 @@ from ..signals import Stopper
 from ..status import EXIT_FAILED, EXIT_OK
 from ..tty import colour_wanted
 from .approve import TerminalQuestion
+from .undo import UndoCommands
 
 __all__ = ["COMMANDS", "mcp_text", "run_repl"]
 
@@ -40,9 +41,12 @@ COMMANDS = {
     "/think on|off": "thinking mode for the next turns (alone: how it is now)",
     "/compact": "summarise the conversation now, to free room in the context window",
     "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
-    "/session": "this session: id, log, model, base URL, directory, sandbox, grants",
+    "/session": "this session: id, log, model, base URL, directory, sandbox, undo, grants",
     "/mcp": "the MCP servers: how each is reached, its state, its tools",
     "/jobs": "this session's background jobs: id, state, time, output, command",
+    "/undo": "take back what the last turn that changed files did to them",
+    "/redo": "put back what the last /undo took back",
+    "/rewind [TURN]": "files as before that turn, and it and the later turns withdrawn",
     "//TEXT": "send a message that starts with / (//etc/hosts sends /etc/hosts)",
 }
 
@@ -108,6 +112,7 @@ class _Commands:
     def __init__(self, runtime: Runtime, out: TextIO) -> None:
         self._runtime = runtime
         self._out = out
+        self.undo = UndoCommands(runtime, out)
 
     async def run(self, line: str) -> bool:
         name, _, argument = line.strip().partition(" ")
@@ -146,6 +151,12 @@ class _Commands:
             case "/jobs":
                 jobs = self._runtime.jobs
                 self._say(jobs.listing() if jobs is not None else "no background jobs yet")
+            case "/undo":
+                await self.undo.undo()
+            case "/redo":
+                await self.undo.redo()
+            case "/rewind":
+                await self.undo.rewind(argument)
             case _:
                 commands = " ".join(c.split()[0] for c in COMMANDS if not c.startswith("//"))
                 self._say(f"unknown command {name}; commands: {commands}")
@@ -223,6 +234,7 @@ def _session_text(runtime: Runtime) -> str:
         ("base URL", shown_url(config)),
         ("directory", os.getcwd()),
         ("sandbox", runtime.sandbox_state()),
+        ("undo", runtime.undo_state()),
         ("grants", f"--allow: {granted}; always this session: {always}"),
     ]
     width = max(len(name) for name, _ in rows)
@@ -298,6 +310,7 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
         cancel_turn=runtime.cancel_turn,
         colour=colour_wanted(out),
         stdin=runtime.stdin,
+        undo=runtime.undo_directory,
     )
     runtime.ask_on(question)
     runtime.ask_user_on(question.ask_user)  # the model's own questions: the same machinery
@@ -310,7 +323,7 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
     try:
         while stopper.status is None:
             try:
-                line = await editor.prompt_async("> ")
+                line = await editor.prompt_async("> ", default=commands.undo.take_draft())
             except KeyboardInterrupt:
                 # Ctrl-C at the prompt clears the line; on an empty one, say how to leave.
                 if not editor.default_buffer.text:

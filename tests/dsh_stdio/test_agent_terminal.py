@@ -43,6 +43,8 @@ CHOICES = r'\[y\]es / \[N\]o(?: / \[a\]lways (?:this session|for "[^"]*"))?: '
 not offered for a command that is more than one simple command)."""
 CHOICES_ONCE = r"\[y\]es / \[N\]o: "
 SANDBOX_NOTE = r" \((?:not )?sandboxed[^\r\n]*\)"
+UNDO_NOTE = r"(?: \(undo covers files in [^\r\n]*?\))?"
+"""What a command's or an MCP call's question says of undo when checkpoints are on (SPEC 14)."""
 """What a ``bash`` question says about the sandbox: either, whichever this machine gets."""
 
 # -- waiting for a state, never for a time ------------------------------------------------------
@@ -122,7 +124,7 @@ class Terminal:
         leaving the sandbox, for which "always" is not offered.
         """
         default = SANDBOX_NOTE if tool == "bash" else ""
-        remark = default if note is None else " " + re.escape(note)
+        remark = default if note is None else " " + re.escape(note) + UNDO_NOTE
         choices = CHOICES_ONCE if once else CHOICES
         self.child.expect(rf"Allow {re.escape(tool)}\? {re.escape(shown)}{remark} {choices}")
 

@@ -192,3 +192,29 @@ def test_always_is_no_answer_where_it_is_not_offered() -> None:
     assert parse_answer("a", layout) is None
     assert "a for always" not in layout.hint
     assert "n use uv" in layout.hint
+
+
+# -- what undo covers (SPEC 14) -------------------------------------------------------------------
+
+
+def _asked_with_undo(name: str, access: Access, summary: str) -> str:
+    invocation = Invocation(access, summary, _never)
+    question = Question(ToolCall("c1", name, "{}"), invocation)
+    return question_text(question, undo="/src/app").prompt
+
+
+def test_a_command_or_an_mcp_call_says_what_undo_covers() -> None:
+    command = _asked_with_undo("bash", Access("shell", note=BOXED, scope="make"), "$ make")
+    assert command == (
+        f"Allow bash? $ make {BOXED} (undo covers files in /src/app) [y]es / [N]o / "
+        '[a]lways for "make ...": '
+    )
+    mcp = _asked_with_undo("mcp__x__y", Access("mcp", note="(MCP server x)"), "{}")
+    assert "(MCP server x) (undo covers files in /src/app) [y]es" in mcp
+
+
+def test_a_write_outside_says_it_is_not_covered_and_one_inside_says_nothing() -> None:
+    outside = _asked_with_undo("write", Access("write", ("/etc/hosts",)), "/etc/hosts")
+    assert "/etc/hosts (not covered by undo) [y]es / [N]o: " in outside
+    inside = _asked_with_undo("write", Access("write"), "notes.md")
+    assert "undo" not in inside
