@@ -79,6 +79,7 @@ from .approval import ApprovalPolicy
 from .calls import Nested as Nested
 from .calls import StepCalls, cancelled_failure
 from .calls import ToolFinished as ToolFinished
+from .calls import ToolProgress as ToolProgress
 from .calls import ToolStarting as ToolStarting
 from .cancel import Cancellation, external_reason
 from .compaction import REPL_WINDOW_ADVICE, Compacted, Compacting, WindowAdvice, WindowKeeper
@@ -96,6 +97,7 @@ __all__ = [
     "Observer",
     "PreTurnHook",
     "ToolFinished",
+    "ToolProgress",
     "ToolStarting",
     "TurnFailed",
 ]
@@ -120,7 +122,16 @@ class TurnFailed:
     """The raw exception, for consumers that route on it; render it with ``error_chain``."""
 
 
-LoopEvent = Event | ToolStarting | ToolFinished | Nested | TurnFailed | Compacting | Compacted
+LoopEvent = (
+    Event
+    | ToolStarting
+    | ToolFinished
+    | ToolProgress
+    | Nested
+    | TurnFailed
+    | Compacting
+    | Compacted
+)
 """What an observer of :meth:`Conversation.run_turn` receives, in order."""
 
 Observer = Callable[[LoopEvent], None]
