@@ -183,8 +183,8 @@ def pairing_problems(events: list[dict[str, Any]]) -> list[str]:
             waiting = [call["id"] for call in data.get("tool_calls") or []]
         elif kind in ("tool/call", "approval/decided", "tool/result"):
             call_id = data.get("call_id")
-            if kind == "tool/call" and call_id in waiting:
-                pass  # one of a batch of reads may start before the call due is answered
+            if kind in ("tool/call", "approval/decided") and call_id in waiting:
+                pass  # one of a batch of reads (granted ones too) may start before the call due
             elif not waiting or call_id != waiting[0]:
                 problems.append(f"{where}: {call_id} is not the call due ({waiting[:1]})")
                 continue

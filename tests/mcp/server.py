@@ -12,6 +12,9 @@ Modes:
 
 With ``--http FILE``: streamable HTTP on a loopback port of its own, written to FILE once it
 listens; requests must carry ``Authorization: Bearer $MCP_TOKEN`` when that is set.
+
+``DSH_TEST_GATE=FILE`` in its environment: it does not start until FILE exists (a server slow to
+start, whose start the test decides); ``DSH_TEST_START_DELAY=S``: it starts S seconds late.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "well"
-app = MCPServer(f"test-{MODE}")
+app = MCPServer(f"test-{MODE}", instructions=os.environ.get("DSH_TEST_INSTRUCTIONS"))
+
+if os.environ.get("DSH_TEST_GATE"):
+    while not Path(os.environ["DSH_TEST_GATE"]).exists():
+        time.sleep(0.02)
+time.sleep(float(os.environ.get("DSH_TEST_START_DELAY", "0")))
 
 if MODE == "never":
     # Stuck in its start-up, yet it leaves when its input closes, as servers do: dsh's stop at

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import anyio.lowlevel
+import httpx2
 import mcp.types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -216,9 +218,11 @@ class Connection:
                         with anyio.fail_after(self.spec.startup_timeout_s):
                             await session.initialize()
                             listing = await _all_tools(session)
-                    except BaseException as exc:
+                    except Exception as exc:
                         # Said now: stopping the server (seconds, for one that does not read
                         # its input) happens as the contexts unwind, after the caller moved on.
+                        # (A cancellation is said below, with what the transport raised.)
+                        await self._transport_said()
                         self._failed(ready, exc)
                         raise
                     self.instructions = session.instructions or ""
@@ -241,6 +245,17 @@ class Connection:
             self._session = None
             self.closed.set()
 
+    async def _transport_said(self) -> None:
+        """Let a URL server's transport log why its request failed (its messages end just
+        before it does): the cause a failed start is said with."""
+        if self.spec.url is None:
+            return
+        with anyio.CancelScope(shield=True):
+            for _ in range(10):
+                if self._transport_failure is not None:
+                    break
+                await anyio.lowlevel.checkpoint()
+
     def _failed(self, ready: asyncio.Future[list[types.Tool]], caught: BaseException) -> None:
         """Fail the start with what a person can use of ``caught``, unless it is decided.
 
@@ -260,9 +275,9 @@ class Connection:
             refused = ToolError(f"{self.spec.url} answered {self._refused}", MCP_SERVER)
             refused.__cause__ = exc
             exc = refused
-        elif self._transport_failure is not None:
+        elif self._transport_failure is not None or isinstance(exc, httpx2.TransportError):
             unreachable = ToolError(f"{self.spec.url} could not be reached", MCP_SERVER)
-            unreachable.__cause__ = _innermost(self._transport_failure)
+            unreachable.__cause__ = _innermost(self._transport_failure or exc)
             exc = unreachable
         elif self._process is not None and self._process.returncode is not None:
             exited = ToolError(exit_text(self._process.returncode), MCP_SERVER)
@@ -485,6 +500,9 @@ def _innermost(exc: BaseException) -> BaseException:
                 stack.extend(item.exceptions)
             else:
                 leaves.append(item)
+        # The cancellations a failure caused in its neighbours say nothing of it.
+        failures = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)]
+        leaves = failures or leaves
         if len({(type(leaf), str(leaf)) for leaf in leaves}) == 1:
             return leaves[0]
     return exc
