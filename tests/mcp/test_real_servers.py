@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core.testing import Answer, StubServer, ToolCalls
+from dsh_core.testing import Answer, StubServer
 from tests.dsh_stdio.test_agent_pipe import HANG, data_of, read_events, run_dsh
 from tests.dsh_stdio.test_mcp import calls, results, the_log
 from tests.mcp.real import npm_server, python_server, real_server_pids
@@ -32,7 +32,10 @@ __all__ = ["dsh_env", "home", "stub", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
-PAGE = b"<html><head><title>Offline</title></head><body><h1>Offline page</h1><p>Served on loopback for the fetch server.</p></body></html>"
+PAGE = (
+    b"<html><head><title>Offline</title></head><body><h1>Offline page</h1>"
+    b"<p>Served on loopback for the fetch server.</p></body></html>"
+)
 
 
 @pytest.fixture
