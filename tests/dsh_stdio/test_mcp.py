@@ -34,7 +34,7 @@ from tests.dsh_stdio.test_agent_pipe import (
 from tests.security._support_toolrules import dsh_env, user_home
 from tests.support import CANARY_KEY, assert_no_canary, log_problems, wait_until
 
-__all__ = ["calls", "dsh_env", "home", "server_table", "stub", "user_home", "work"]
+__all__ = ["calls", "dsh_env", "home", "server_table", "stub", "toml_value", "user_home", "work"]
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +48,16 @@ def server_table(name: str, mode: str, **extra: Any) -> str:
         f"command = {json.dumps(sys.executable)}",
         f"args = {json.dumps([str(SERVER), mode])}",
     ]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in extra.items()]
+    lines += [f"{key} = {toml_value(value)}" for key, value in extra.items()]
     return "\n".join(lines) + "\n"
+
+
+def toml_value(value: Any) -> str:
+    """``value`` as TOML: a table inline (``{ A = "b" }``), anything else as JSON writes it."""
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{name} = {json.dumps(item)}" for name, item in value.items())
+        return f"{{ {pairs} }}"
+    return json.dumps(value)
 
 
 @pytest.fixture

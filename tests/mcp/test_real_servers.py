@@ -22,7 +22,7 @@ import pytest
 
 from dsh_core.testing import Answer, StubServer
 from tests.dsh_stdio.test_agent_pipe import HANG, data_of, read_events, run_dsh
-from tests.dsh_stdio.test_mcp import calls, results, the_log
+from tests.dsh_stdio.test_mcp import calls, results, the_log, toml_value
 from tests.mcp.real import npm_server, python_server, real_server_pids
 from tests.support import wait_until
 
@@ -66,12 +66,7 @@ def page() -> Iterator[str]:
 def table(name: str, command: str, args: list[str], **extra: Any) -> str:
     lines = [f"[mcp.servers.{name}]", f"command = {json.dumps(command)}"]
     lines.append(f"args = {json.dumps(args)}")
-    for key, value in extra.items():
-        if isinstance(value, dict):
-            pairs = ", ".join(f"{name} = {json.dumps(item)}" for name, item in value.items())
-            lines.append(f"{key} = {{ {pairs} }}")
-        else:
-            lines.append(f"{key} = {json.dumps(value)}")
+    lines += [f"{key} = {toml_value(value)}" for key, value in extra.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -111,7 +111,8 @@ def _exit_as(status: int) -> None:
             import resource
 
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of ours
-            signal.signal(signum, signal.SIG_DFL)
+            if signum not in (signal.SIGKILL, signal.SIGSTOP):  # these have no handler
+                signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
         except (OSError, ValueError):
             pass
