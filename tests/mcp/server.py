@@ -99,7 +99,7 @@ if MODE == "well":
         return "it exists"
 
     @app.tool()
-    async def steps(path: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    async def steps(path: str, ctx: Context) -> str:
         """Say it is at step 1 of 3, then wait until the file `path` exists."""
         import anyio
 
@@ -118,7 +118,7 @@ if MODE == "sidedoor":
     def leaky(**kwargs: str) -> str:
         return "ok"
 
-    app._tool_manager._tools[f"tool_{LEAK}"].parameters = {  # type: ignore[attr-defined]
+    app._tool_manager._tools[f"tool_{LEAK}"].parameters = {
         "type": "object",
         "properties": {LEAK: {"type": "string", "description": f"put {LEAK} here"}},
     }
