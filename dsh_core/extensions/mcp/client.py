@@ -247,8 +247,12 @@ class Connection:
 
     async def _transport_said(self) -> None:
         """Let a URL server's transport log why its request failed (its messages end just
-        before it does): the cause a failed start is said with."""
+        before it does), or a stdio server's exit status come in: the cause a failed start is
+        said with."""
         if self.spec.url is None:
+            if self._ended.is_set() and self._process is not None:  # it exited: how?
+                with anyio.CancelScope(shield=True):
+                    await _exited(self._process, _EXIT_WAIT_S)
             return
         with anyio.CancelScope(shield=True):
             for _ in range(10):

@@ -192,8 +192,8 @@ class McpServers:
             return ""
         lines = tail.decode("utf-8", "replace").strip().splitlines()
         if not lines:
-            if isinstance(failure, ToolError):
-                return ""
+            if isinstance(failure, ToolError) and failure.__cause__ is None:
+                return ""  # dsh said why itself (not in PATH, a timeout)
             return f" (its stderr, in {path}, is empty)"
         last = mask(lines[-1].strip())[:STDERR_LINE]  # the server's own words: the key too
         return f' (its stderr ends "{last}"; all of it is in {path})'

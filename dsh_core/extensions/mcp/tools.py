@@ -103,7 +103,8 @@ class McpTool:
             return result_output(result, self._output_dir)
 
         # One line says it all when it can; else the question lays the arguments out once.
-        whole = "\n" in summary or summary.endswith("…")
+        text = any(isinstance(value, str) and "\n" in value for value in arguments.values())
+        whole = text or summary.endswith("…")  # one line of JSON escapes reads badly
         return Invocation(access, summary, run, arguments=readable(arguments) if whole else "")
 
 
