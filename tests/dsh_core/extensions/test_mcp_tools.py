@@ -108,7 +108,7 @@ def test_a_huge_result_is_capped_with_the_rest_in_a_file(tmp_path: Path) -> None
 
 
 def test_a_tool_is_offered_masked_and_cut_and_asks_by_its_servers_grant(tmp_path: Path) -> None:
-    async def never(name: str, arguments: object) -> CallToolResult:
+    async def never(name: str, arguments: object, progress: object) -> CallToolResult:
         raise AssertionError("not called")
 
     tool = McpTool(
