@@ -8,6 +8,10 @@
    ``ToolOutput``) and through the SDK's own client (``ClientSession.call_tool`` on its own
    ``stdio_client``), each against a server process of its own, in interleaved rounds. Goal:
    dsh at most 1.5x the SDK's time per call.
+3. **The REPL's first prompt with five servers**, one of them 5 s slow to start
+   (``DSH_TEST_START_DELAY``), against no server at all: the real ``dsh`` on a pty. Goal: under
+   0.5 s (servers start in the background). And the first answer on a pipe with those five
+   (it waits for them: the slow one's 5 s, no more).
 2. **Three subagents in one step** against the stub answering each child after 200 ms (a
    keep-alive, then the answer), one turn each way, interleaved: the three calls in one step
    (they run side by side) and in three steps (one after another). Goal: at most 0.5x.
@@ -139,6 +143,61 @@ async def subagents(server: StubServer, home: Path, rounds: int) -> dict[str, li
     return times
 
 
+# 3. The first prompt, and the first answer, with five servers.
+
+
+def five_servers(home: Path) -> None:
+    tables = []
+    for n in range(5):
+        lines = [
+            f"[mcp.servers.s{n}]",
+            f"command = {json.dumps(sys.executable)}",
+            f"args = {json.dumps([str(SERVER), 'well'])}",
+        ]
+        if n == 0:
+            lines.append('env = { DSH_TEST_START_DELAY = "5" }')
+        tables.append("\n".join(lines) + "\n")
+    (home / "config.toml").write_text("".join(tables))
+
+
+def startup(server: StubServer, tmp: Path, rounds: int) -> dict[str, list[float]]:
+    import subprocess
+
+    import pexpect
+
+    times: dict[str, list[float]] = {"prompt, none": [], "prompt, five": [], "answer, five": []}
+    for _ in range(rounds):
+        for name in times:
+            home = tmp / f"home-{name.replace(', ', '-')}-{len(times[name])}"
+            home.mkdir()
+            if name.endswith("five"):
+                five_servers(home)
+            env = {
+                **os.environ,
+                "DSH_HOME": str(home),
+                "DEEPSEEK_API_KEY": KEY,
+                "DEEPSEEK_BASE_URL": server.url,
+                "TERM": "dumb",
+                "PROMPT_TOOLKIT_NO_CPR": "1",
+            }
+            dsh = [sys.executable, "-m", "dsh_stdio"]
+            start = time.perf_counter()
+            if name.startswith("prompt"):
+                child = pexpect.spawn(dsh[0], dsh[1:], env=env, cwd=str(tmp), timeout=30)
+                child.expect_exact("> ")
+                times[name].append(time.perf_counter() - start)
+                child.sendline("/exit")
+                child.expect(pexpect.EOF)
+                child.close()
+            else:
+                server.enqueue(Answer("hi"))
+                subprocess.run(
+                    dsh, input=b"hi\n", env=env, cwd=tmp, capture_output=True, check=True
+                )
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -165,11 +224,16 @@ async def main() -> None:
         print(f"  dsh / SDK: {ratio:.2f}x (best rounds {best_ratio:.2f}x; goal <= 1.5x)")
         with StubServer() as server:
             turns = await subagents(server, home, args.rounds)
+            started = startup(server, home, args.rounds)
         one, three = statistics.median(turns["one step"]), statistics.median(turns["three steps"])
         print(f"Three subagents, each child answered after {CHILD_DELAY * 1000:.0f} ms:")
         print(f"  in one step (side by side)   {one * 1000:7.0f} ms")
         print(f"  in three steps               {three * 1000:7.0f} ms")
         print(f"  one step / three steps: {one / three:.2f}x (goal <= 0.5x)")
+        print(f"Start-up, median of {args.rounds} interleaved rounds:")
+        for name, values in started.items():
+            print(f"  {name:14} {statistics.median(values) * 1000:7.0f} ms")
+        print("  (goal: the prompt with five servers, one 5 s slow, under 500 ms)")
 
 
 if __name__ == "__main__":

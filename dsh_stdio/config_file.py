@@ -6,6 +6,8 @@
     env = { LOG_LEVEL = "warn" }
     cwd = "~/notes"                      # default: your home directory
     startup_timeout_s = 10
+    tool_timeout_s = 120                 # one call's answer, at most; then an Error: result
+    tools = ["read_file", "search"]      # only these of its tools are offered (default: all)
 
     [mcp.servers.tracker]                # a server at a URL (streamable HTTP)
     url = "https://mcp.example.com/mcp"
@@ -36,7 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from dsh_core.errors import STARTUP, HarnessError
-from dsh_core.extensions.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
+from dsh_core.extensions.mcp.spec import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    DEFAULT_TOOL_TIMEOUT_S,
+    SERVER_NAME,
+    ServerSpec,
+)
 
 __all__ = [
     "CONFIG_FILE",
@@ -49,7 +56,17 @@ __all__ = [
 
 CONFIG_FILE = "config.toml"
 
-_SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "startup_timeout_s")
+_SERVER_KEYS = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "startup_timeout_s",
+    "tool_timeout_s",
+    "tools",
+)
 _WEB_KEYS = ("allow_private_addresses", "search_base_url")
 _TOP_KEYS = ("checkpoints", "mcp", "web")
 """The file's top-level keys and tables."""
@@ -207,13 +224,13 @@ class _Reader:
         if command is not None and "/" in command and not os.path.isabs(command):
             raise self.fail(f"{prefix}.command", "a path must be absolute (or give a name)")
         cwd = self.string(table, prefix, "cwd")
-        timeout = table.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)
-        if (
-            not isinstance(timeout, int | float)
-            or isinstance(timeout, bool)
-            or not (math.isfinite(timeout) and timeout > 0)
+        timeout = self.seconds(table, prefix, "startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)
+        tool_timeout = self.seconds(table, prefix, "tool_timeout_s", DEFAULT_TOOL_TIMEOUT_S)
+        tools = table.get("tools")
+        if tools is not None and (
+            not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools)
         ):
-            raise self.fail(f"{prefix}.startup_timeout_s", "must be a positive number of seconds")
+            raise self.fail(f"{prefix}.tools", "must be a list of the server's tool names")
         if url is not None:
             url = self.expand(url, f"{prefix}.url")
             if not re.match(r"https?://", url):
@@ -226,8 +243,20 @@ class _Reader:
             cwd=os.path.expanduser(cwd) if cwd is not None else None,
             url=url,
             headers=self.strings(table, prefix, "headers"),
-            startup_timeout_s=float(timeout),
+            startup_timeout_s=timeout,
+            tool_timeout_s=tool_timeout,
+            tools=tuple(tools) if tools is not None else None,
         )
+
+    def seconds(self, table: dict[str, Any], prefix: str, key: str, default: float) -> float:
+        value = table.get(key, default)
+        if (
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not (math.isfinite(value) and value > 0)
+        ):
+            raise self.fail(f"{prefix}.{key}", "must be a positive number of seconds")
+        return float(value)
 
     def table(self, value: object, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -23,6 +24,7 @@ from dsh_core.clock import LOOP_CLOCK, Clock
 from dsh_core.errors import FailureRecord, HarnessError, SessionLogError
 from dsh_core.extensions.skills import SkillCatalog, SkillTool, discover_skills, skills_section
 from dsh_core.extensions.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
+from dsh_core.masking import mask
 from dsh_core.model.deepseek import (
     CHAT_PATH,
     CONNECT_TIMEOUT,
@@ -54,6 +56,7 @@ from dsh_core.trust.workspace import child_environment
 
 from .config import Config, StartupError
 from .jsonout import JsonView
+from .libraries import show_library_logs
 from .render import INTERRUPTED_LINE, neutralise
 from .resume import enter_its_directory
 from .status import EXIT_FAILED, turn_status
@@ -68,6 +71,8 @@ if TYPE_CHECKING:
     from dsh_core.tools.interaction.ask import UserAsker
     from dsh_core.tools.jobs.table import JobTable
     from dsh_core.trust.policy import Kept
+
+    from .servers import StartingServers
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -122,7 +127,18 @@ class Runtime:
     output_failed: bool = False
     """Standard output refused a write (a full disk, a closed descriptor)."""
     servers: McpServers | None = None
-    """The MCP servers of this run (started before the first session's tools are made)."""
+    """The MCP servers of this run (started in the background: :attr:`starting`)."""
+    starting: StartingServers | None = None
+    """The servers' start; the first request waits for it (:meth:`run_turn`)."""
+    say: Callable[[str], None] | None = None
+    """How a notice is shown between turns (the REPL prints it above its prompt); None:
+    a ``dsh:`` line on stderr."""
+    _session_tools: list[Tool] = field(default_factory=list)
+    """This session's tools but the MCP servers': what their tools join once they are up."""
+    _prompt_context: tuple[Path, SkillCatalog] | None = None
+    """Where and with which skills the system prompt is made, while it waits for the MCP
+    servers' instructions (a new session's first request)."""
+    _servers_applied: bool = False
     user_asker: UserAsker | None = None
     """The terminal's way of asking the model's own questions (``ask_user_question``)."""
     jobs: JobTable | None = None
@@ -200,9 +216,13 @@ class Runtime:
                 environment=child_environment(),
                 workdir=Path.cwd(),
             )
-            for warning in await servers.start():
-                err.write(f"dsh: {neutralise(warning)}\n")  # a server's words
         runtime = cls(config, store, model, log, err, stdin, window_advice, servers=servers)
+        show_library_logs(runtime.notice)  # the SDK's and httpx's words: masked, neutralised
+        if servers is not None:
+            from .servers import StartingServers
+
+            # In the background: the REPL's prompt is up at once; the first request waits.
+            runtime.starting = StartingServers(servers, notice=runtime.notice)
         if config.json:
             view = runtime.view(out, terminal=out.isatty())  # it shows the log from here on
             if report is not None and report.appended:
@@ -252,6 +272,9 @@ class Runtime:
         skills = SkillCatalog()
         self.launcher = None
         self.jobs = None
+        self._session_tools = []
+        self._prompt_context = None
+        self._servers_applied = False
         if config.tools:
             output_dir = log.path.parent / TOOL_OUTPUT_DIR
             workspace = Workspace.at(
@@ -274,12 +297,14 @@ class Runtime:
                 tools.append(SkillTool(skills, workspace))
             tools.append(SubagentTool(lambda call: self._child(log, call, skills), output_dir))
             tools += self._everyday_tools(log, output_dir)
-            if self.servers is not None:
-                tools += self.servers.tools(output_dir)
+            self._session_tools = tools
             toolbox = Toolbox(tools)
         prompt: str | None = None
         if not log.events:  # a resumed session keeps the system prompt it recorded
-            prompt = self._system_prompt(cwd, toolbox, skills, warn=True)
+            if self.servers is not None:
+                self._prompt_context = (cwd, skills)  # made with the servers' instructions
+            else:
+                prompt = self._system_prompt(cwd, toolbox, skills, warn=True)
         checkpoints = self._checkpoints(log, workspace) if config.tools else None
         return Conversation(
             self.model,
@@ -356,6 +381,46 @@ class Runtime:
                 self._warn((f"what the interrupted turn changed is not known: {error_chain(exc)}",))
         return checkpoints
 
+    def notice(self, text: str) -> None:
+        """A ``dsh:`` notice (a server's warning, a library's log line): in the running turn's
+        view, else as :attr:`say` shows it. Neutralised here: it may quote a server's words."""
+        text = neutralise(text)
+        if self.current_view is not None:
+            self.current_view.notice(text)
+        elif self.say is not None:
+            self.say(text)
+        else:
+            with contextlib.suppress(OSError, ValueError):
+                self.err.write(f"dsh: {text}\n")
+                self.err.flush()
+
+    async def servers_ready(self, view: TurnView | None = None) -> None:
+        """Before a request: wait for the MCP servers still starting (``view`` shows which),
+        then give this session their tools and, for a new session, the system prompt with
+        their instructions. Once per session; a server restarted later refreshes its tools."""
+        starting = self.starting
+        if starting is None or self.servers is None:
+            return
+        if not starting.ready:
+            await starting.wait(show=view.show_status if view is not None else self.notice)
+        if starting.ready and not self._servers_applied:
+            self._servers_applied = True
+            self.refresh_tools()
+            context, self._prompt_context = self._prompt_context, None
+            if context is not None and not self.conversation.log.events:
+                cwd, skills = context
+                prompt = self._system_prompt(cwd, self.conversation.toolbox, skills, warn=True)
+                self.conversation.system_prompt = prompt
+
+    def refresh_tools(self) -> None:
+        """This session's tools, with the running MCP servers' as they are now (after a start,
+        or ``/mcp restart``)."""
+        if self.servers is None or not self.config.tools:
+            return
+        output_dir = self.conversation.log.path.parent / TOOL_OUTPUT_DIR
+        tools = [*self._session_tools, *self.servers.tools(output_dir)]
+        self.conversation.toolbox = Toolbox(tools)
+
     def _servers_run_from(self) -> tuple[Kept, ...]:
         """What the configured MCP servers run from: protected where inside, whether they
         started or not (the next start, from elsewhere, would run them)."""
@@ -371,7 +436,8 @@ class Runtime:
         context = system_prompt(cwd, tools=toolbox.names, first_part=self.config.system)
         if warn:
             self._warn(context.warnings)
-        return (context.text + skills_section(skills)) or None
+        servers = self.servers.instructions() if self.servers is not None else ""
+        return (context.text + skills_section(skills) + servers) or None
 
     def _warn(self, warnings: tuple[str, ...]) -> None:
         for warning in warnings:
@@ -513,6 +579,8 @@ class Runtime:
         self.current_view = view
         try:
             with quiet_terminal(self.stdin):
+                await self.servers_ready(view)
+                view.show_waiting()
                 end = await self.conversation.run_turn(text, on_event=view.on_event)
         except SessionLogError as exc:
             end = self._unrecorded(exc)
@@ -554,9 +622,12 @@ class Runtime:
         kept = self._close_log(self.conversation.log)
         if self.conversation.checkpoints is not None:
             self.conversation.checkpoints.close()
-        if self.servers is not None:
+        if self.starting is not None:
+            await self.starting.close()
+        elif self.servers is not None:
             await self.servers.close()
         await self.model.close()
+        show_library_logs(None)
         return kept
 
 
@@ -571,8 +642,9 @@ def checkpoints_off(config: Config, root: Path) -> str | None:
 
 
 def shown_url(config: Config) -> str:
-    """The base URL as dsh shows it: its user info, if any, redacted (as the adapter does)."""
-    return redact_url(config.base_url)
+    """The base URL as dsh shows it: its user info, if any, redacted (as the adapter does),
+    and the key masked (``?key=...``, SPEC 10.16)."""
+    return mask(redact_url(config.base_url))
 
 
 def _adapter(config: Config, *, terminal: bool, clock: Clock) -> DeepSeekAdapter:

@@ -20,6 +20,7 @@ from dsh_core.agent.loop import (
     LoopEvent,
     Nested,
     ToolFinished,
+    ToolProgress,
     ToolStarting,
     TurnFailed,
 )
@@ -102,6 +103,8 @@ class TurnView:
         self._asked: set[str] = set()
         """The calls the approval question was asked about (it showed their preview)."""
         self._tool_started = 0.0
+        self._progress: dict[str, str] = {}
+        """What each running call last said of how far it is, by id (MCP progress)."""
         self._ticker: asyncio.TimerHandle | None = None
         """The next update of the running tool's line."""
         self.begin()
@@ -179,6 +182,14 @@ class TurnView:
         self._waiting = text
         self.flush()  # now: the point is to be seen while nothing else arrives
 
+    def show_status(self, text: str) -> None:
+        """A line saying what the turn waits for before its first request (MCP servers still
+        starting): the live indicator on a terminal, a notice on a pipe."""
+        if self._terminal:
+            self.show_waiting(f"… {text}")
+        else:
+            self.notice(text)
+
     def _clear_waiting(self) -> None:
         if self._waiting:
             self._pending.append("\r" + " " * len(self._waiting) + "\r")
@@ -215,8 +226,16 @@ class TurnView:
             return
         seconds = int(time.monotonic() - self._tool_started)
         name = neutralise(", ".join(dict.fromkeys(e.call.name for e in self._running.values())))
-        self.show_waiting(f"… {name} running {seconds} s (Ctrl-C to stop)")
+        said = "; ".join(self._progress[i] for i in self._running if i in self._progress)
+        said = f": {neutralise(said)}" if said else ""
+        self.show_waiting(f"… {name} running {seconds} s{said} (Ctrl-C to stop)")
         self._ticker = asyncio.get_running_loop().call_later(self.TICK, self._tick)
+
+    def _tick_now(self) -> None:
+        """Show the live line now (progress came), not at the next tick."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._tick()
 
     def _stop_ticking(self) -> None:
         if self._ticker is not None:
@@ -252,7 +271,12 @@ class TurnView:
                 if not self._running:
                     self._start_ticking()
                 self._running[call.id] = event
+            case ToolProgress(call=call, text=text):
+                self._progress[call.id] = text
+                if call.id in self._running:
+                    self._tick_now()
             case ToolFinished(call=call, result=result):
+                self._progress.pop(call.id, None)
                 started = self._running.pop(call.id, None)
                 if not self._running:
                     self._stop_ticking()

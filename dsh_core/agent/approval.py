@@ -75,6 +75,9 @@ class Answer:
     word)."""
     reason: str = ""
     """With ``no``: what the person wants instead, sent to the model with the refusal."""
+    covers: str = ""
+    """With ``always``: the wider cover the question offered and the person chose
+    (:attr:`~dsh_core.tools.Access.always_for`, ``server files``); ``""`` the tool alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +130,28 @@ class ApprovalPolicy:
             return await self._ask(call, invocation, remember=False)
         if access.free or (access.person and access.kind == "read"):
             return None  # a question to the person is its own approval
+        unasked = self.unasked(call, access)
+        if unasked is not None:
+            return unasked
+        if self.asker is None:
+            return "unavailable"
+        return await self._ask(call, invocation, remember=access.may_remember)
+
+    def unasked(self, call: ToolCall, access: Access) -> ApprovalOutcome | None:
+        """How a call that needs approval is decided without asking anyone (``--allow``, an
+        earlier "always"); None when it would need a person (or is refused)."""
+        if access.leaves_sandbox or _person_only(access) or access.free:
+            return None
         if access.kind in self.grants or (access.grant and access.grant in self.grants):
             return "granted-by-flag"
         # "Always" covers what stays in the working directory: a yes to reading /etc/hosts
         # is not a yes to reading ~/.ssh.
-        if (call.name, access.scope) in self.always and access.may_remember:
+        remembered = (call.name, access.scope) in self.always or (
+            bool(access.always_for) and (access.always_for, "") in self.always
+        )
+        if remembered and access.may_remember:
             return "allowed-always"
-        if self.asker is None:
-            return "unavailable"
-        return await self._ask(call, invocation, remember=access.may_remember)
+        return None
 
     async def _ask(
         self, call: ToolCall, invocation: Invocation, *, remember: bool
@@ -143,7 +159,10 @@ class ApprovalPolicy:
         assert self.asker is not None
         answer = await self.asker(Question(call, invocation))
         if answer.choice == "always" and remember:
-            self.always.add((call.name, invocation.access.scope or ""))
+            if answer.covers and answer.covers == invocation.access.always_for:
+                self.always.add((answer.covers, ""))
+            else:
+                self.always.add((call.name, invocation.access.scope or ""))
             return "allowed-always"
         if answer.choice == "no":
             if answer.reason:

@@ -49,6 +49,7 @@ __all__ = [
     "RunningCall",
     "StepCalls",
     "ToolFinished",
+    "ToolProgress",
     "ToolStarting",
     "cancelled_failure",
     "running_call",
@@ -80,6 +81,15 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """Live event: a running call said how far it is (an MCP server's progress notification)."""
+
+    call: ToolCall
+    text: str
+    """``2/5: indexing``: for the live line, as the tool said it (neutralise it to show it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Nested:
     """Live event: what a tool that runs an agent of its own (``subagent``) reports of it."""
 
@@ -89,7 +99,7 @@ class Nested:
     """The nested agent's event."""
 
 
-CallEvent = ToolStarting | ToolFinished | Nested
+CallEvent = ToolStarting | ToolFinished | ToolProgress | Nested
 """What running a step's calls tells the observer."""
 
 
@@ -100,6 +110,8 @@ class RunningCall:
     call: ToolCall
     report: Callable[[ToolStarting | ToolFinished], None]
     """Show an event of the tool's own agent, nested under this call."""
+    progress: Callable[[str], None] = lambda text: None
+    """Say how far the call is, on its live line (:class:`ToolProgress`)."""
 
 
 _RUNNING: contextvars.ContextVar[RunningCall | None] = contextvars.ContextVar(
@@ -167,17 +179,26 @@ class StepCalls:
                 invocation = self.toolbox.prepare(call)
             except Exception:  # run alone, where its failure becomes its result
                 break
-            if not invocation.access.free:
+            if not invocation.access.free and not self._granted_read(call, invocation):
                 break
             found.append((call, invocation))
         return found
+
+    def _granted_read(self, call: ToolCall, invocation: Invocation) -> bool:
+        """A call that says it only reads (an MCP tool's ``readOnlyHint``) and is granted
+        without a question (``--allow mcp:NAME``, an "always"): it may run with the reads."""
+        access = invocation.access
+        return access.read_only and self.approval.unasked(call, access) is not None
 
     @contextlib.contextmanager
     def _running(self, call: ToolCall) -> Iterator[None]:
         def report(event: ToolStarting | ToolFinished) -> None:
             self.on_event(Nested(call, event))
 
-        token = _RUNNING.set(RunningCall(call, report))
+        def progress(text: str) -> None:
+            self.on_event(ToolProgress(call, text))
+
+        token = _RUNNING.set(RunningCall(call, report, progress))
         try:
             yield
         finally:
@@ -246,6 +267,9 @@ class StepCalls:
 
         for call, invocation in batch:
             self.on_event(_starting(call, invocation))
+            granted = self.approval.unasked(call, invocation.access)
+            if granted is not None:  # a read-only MCP call: the decision is in the log too
+                self.log.append(ApprovalDecided(self.turn, call.id, granted))
             # Reads: on disk with the next fsync (a result's), as for a call run alone.
             self.log.append(
                 ToolCallStarted(self.turn, self.step, call.id, call.name, call.arguments)

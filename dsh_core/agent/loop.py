@@ -82,6 +82,7 @@ from .approval import ApprovalPolicy
 from .calls import Nested as Nested
 from .calls import StepCalls, cancelled_failure
 from .calls import ToolFinished as ToolFinished
+from .calls import ToolProgress as ToolProgress
 from .calls import ToolStarting as ToolStarting
 from .cancel import Cancellation, external_reason
 from .compaction import REPL_WINDOW_ADVICE, Compacted, Compacting, WindowAdvice, WindowKeeper
@@ -104,6 +105,7 @@ __all__ = [
     "Observer",
     "PreTurnHook",
     "ToolFinished",
+    "ToolProgress",
     "ToolStarting",
     "TurnFailed",
 ]
@@ -132,6 +134,7 @@ LoopEvent = (
     Event
     | ToolStarting
     | ToolFinished
+    | ToolProgress
     | Nested
     | TurnFailed
     | Compacting

@@ -97,6 +97,12 @@ class Access:
     person: bool = False
     """The call asks the person something itself (``ask_user_question``): it needs no
     approval, and runs alone, never beside other calls."""
+    read_only: bool = False
+    """The call says it changes nothing (an MCP tool's ``readOnlyHint``): once granted without
+    a question, it may run beside the free reads of its step."""
+    always_for: str = ""
+    """What a person's "always" may cover instead of this tool alone: ``server files`` (every
+    tool of the MCP server ``files``); ``""`` the tool alone."""
 
     @property
     def may_remember(self) -> bool:
@@ -132,6 +138,10 @@ class Invocation:
     quoted: tuple[tuple[str, str], ...] = ()
     """What the model wrote about the call, by what it is (``("justification", "...")``):
     the question shows each quoted on a line of its own, never as dsh's own words."""
+    arguments: str = ""
+    """The call's arguments laid out for reading (a line a key, text as its own lines), when
+    the summary cannot show them whole: the question shows them once, in its details; not a
+    diff (an MCP call's)."""
 
 
 class Tool(Protocol):

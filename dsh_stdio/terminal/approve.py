@@ -87,6 +87,9 @@ class Layout:
     """All of the details, when they show only part of them (``v`` shows it); else ""."""
     hint: str
     """What to say when an answer is none of the choices."""
+    wider: str = ""
+    """What ``s`` makes an "always" cover instead of the tool alone (``server files``); ""
+    when ``s`` is no answer."""
 
 
 def question_text(
@@ -116,18 +119,28 @@ def question_text(
     lines = summary.split(NEWLINE)
     inline = len(lines) == 1 and width(f"Allow {name}? {summary}") <= columns
     call = summary if inline else f"the {len(lines)} lines above" if lines[1:] else "the call above"
+    if invocation.arguments:  # laid out once, for reading: instead of one line of escapes
+        lines = compact(neutralise(invocation.arguments)).split(NEWLINE)
+        inline, call = False, "the arguments above"
     body = "" if inline else "\n  ".join(lines)  # indented: no line can pass for one of dsh's
     note = f" {neutralise(access.note)}" if access.note else ""
     note += undo_words(access.kind, bool(access.outside), undo)
     choices = ["[y]es", "[N]o"]
+    wider = access.always_for if access.may_remember else ""
     if access.may_remember:
         scope = access.scope
         if access.scope_label:  # a host, a background command: it names itself
             choices.append(f"[a]lways for {neutralise(access.scope_label)}")
         else:
             choices.append(
-                f'[a]lways for "{neutralise(scope)} ..."' if scope else "[a]lways this session"
+                f'[a]lways for "{neutralise(scope)} ..."'
+                if scope
+                else "[a]lways for this tool"
+                if wider
+                else "[a]lways this session"
             )
+    if wider:
+        choices.append(f"[s] always for {neutralise(wider)}")
     words = [(f"the model's {neutralise(what)}: ", text) for what, text in invocation.quoted]
     unnamed = [path for path in access.outside if path not in invocation.summary]
     outside = [f"(outside the working directory: {', '.join(map(neutralise, unnamed))})"]
@@ -163,8 +176,9 @@ def question_text(
     prompt = f"Allow {name}? {call}{note} {' / '.join(choices)}: "
     hint = "please answer y or n (Enter is no; after n, what to do instead: n use uv)"
     hint += ", a for always" if access.may_remember else ""
+    hint += f", s for always for {neutralise(wider)}" if wider else ""
     hint += ", v to see all of it" if whole else ""
-    return Layout(NEWLINE.join(details), prompt, access.may_remember, whole, hint)
+    return Layout(NEWLINE.join(details), prompt, access.may_remember, whole, hint, wider)
 
 
 def undo_words(kind: str, outside: bool, undo: str | None) -> str:
@@ -213,6 +227,8 @@ def parse_answer(reply: str, layout: Layout) -> Answer | Literal["view"] | None:
         return Answer("yes")
     if word in ("a", "always") and layout.always:
         return Answer("always")
+    if word == "s" and layout.wider:
+        return Answer("always", covers=layout.wider)
     if word in ("v", "view") and layout.whole:
         return VIEW
     because = _NO_BECAUSE.fullmatch(text)

@@ -43,6 +43,7 @@ COMMANDS = {
     "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, undo, grants",
     "/mcp": "the MCP servers: how each is reached, its state, its tools",
+    "/mcp restart NAME": "stop an MCP server and start it again",
     "/jobs": "this session's background jobs: id, state, time, output, command",
     "/undo": "take back what the last turn that changed files did to them",
     "/redo": "put back what the last /undo took back",
@@ -147,7 +148,7 @@ class _Commands:
             case "/session":
                 self._say(_session_text(self._runtime))
             case "/mcp":
-                self._say(mcp_text(self._runtime))
+                await self._mcp(argument)
             case "/jobs":
                 jobs = self._runtime.jobs
                 self._say(jobs.listing() if jobs is not None else "no background jobs yet")
@@ -165,6 +166,36 @@ class _Commands:
     def _say(self, text: str) -> None:
         self._out.write(neutralise(text) + "\n")  # it may echo what was typed (/model NAME)
         self._out.flush()
+
+    async def _mcp(self, argument: str) -> None:
+        """``/mcp``: the servers; ``/mcp restart NAME``: that server, stopped and started."""
+        runtime = self._runtime
+        verb, _, name = argument.partition(" ")
+        if not argument:
+            import shutil  # with bz2 and lzma: kept out of startup
+
+            self._say(mcp_text(runtime, columns=shutil.get_terminal_size().columns))
+            return
+        servers = runtime.servers
+        if verb != "restart" or not name.strip() or servers is None:
+            names = ", ".join(servers.names) if servers is not None else "none configured"
+            self._say(f"usage: /mcp, or /mcp restart NAME (servers: {names})")
+            return
+        name = name.strip()
+        if name not in servers.names:
+            self._say(f"no MCP server {name!r}; the servers: {', '.join(servers.names)}")
+            return
+        if runtime.starting is not None and not runtime.starting.ready:
+            self._say("the MCP servers are still starting; /mcp shows how far")
+            return
+        self._say(f"restarting MCP server {name} ...")
+        for warning in await servers.restart(name):
+            self._say(f"dsh: {warning}")
+        runtime.refresh_tools()
+        (status,) = [status for status in servers.status() if status.name == name]
+        self._say(
+            f"{name}: {status.state}" + (f", {len(status.tools)} tools" if status.tools else "")
+        )
 
     async def _compact(self) -> None:
         """``/compact``: its line (or why not) shows as a turn's would; Ctrl-C cancels it."""
@@ -241,9 +272,11 @@ def _session_text(runtime: Runtime) -> str:
     return "\n".join(f"{name.ljust(width)}  {neutralise(value)}" for name, value in rows)
 
 
-def mcp_text(runtime: Runtime) -> str:
+def mcp_text(runtime: Runtime, *, columns: int = 80) -> str:
     """``/mcp``: each server, how it is reached, its state (and why, when it is not running),
-    the names its tools are offered under. Neutralised by the caller: these are its words."""
+    its tools by their names on the server (each is offered as ``mcp__<server>__<name>``),
+    wrapped at ``columns`` between names, never inside one. Neutralised by the caller: these
+    are its words."""
     servers = runtime.servers
     if servers is None:
         where = runtime.config.home / "config.toml"
@@ -254,8 +287,27 @@ def mcp_text(runtime: Runtime) -> str:
         state = f"{status.state}: {status.detail}" if status.detail else status.state
         lines.append(f"{status.name} ({status.where}): {state}")
         if status.tools:
-            lines.append(f"  tools: {', '.join(status.tools)}")
+            prefix = f"mcp__{status.name}__"
+            names = [name.removeprefix(prefix) for name in status.tools]
+            lines += _wrapped(f"  tools ({prefix}...): ", names, columns)
     return "\n".join(lines)
+
+
+def _wrapped(head: str, words: list[str], columns: int) -> list[str]:
+    """``head`` then ``words`` comma-separated, in lines of at most ``columns`` (a longer word
+    stands alone on its line): never broken inside a word."""
+    lines: list[str] = []
+    line = head
+    indent = " " * 4
+    for index, word in enumerate(words):
+        word += "," if index < len(words) - 1 else ""
+        if line.strip() and line not in (head, indent) and len(line) + 1 + len(word) > columns:
+            lines.append(line)
+            line = indent + word
+        else:
+            line += ("" if line in (head, indent) else " ") + word
+    lines.append(line)
+    return lines
 
 
 def _window_text(window: int | None) -> str:
@@ -288,11 +340,16 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
     commands = _Commands(runtime, out)
     loop = asyncio.get_running_loop()
 
+    def ctrl_c() -> None:
+        # Before its first request a turn may wait for MCP servers: Ctrl-C stops that wait.
+        if not runtime.cancel_turn("user") and runtime.starting is not None:
+            runtime.starting.stop_waiting()
+
     def arm_ctrl_c() -> None:
         # prompt_toolkit removed the loop's SIGINT handler as the prompt ended. Until the next
         # prompt replaces it, Ctrl-C cancels the running turn (idle: nothing). Never removed
         # here: a second Ctrl-C must not find Python's KeyboardInterrupt instead.
-        loop.add_signal_handler(signal.SIGINT, runtime.cancel_turn, "user")
+        loop.add_signal_handler(signal.SIGINT, ctrl_c)
 
     def show_turn_so_far() -> None:
         if runtime.current_view is not None:
@@ -312,6 +369,21 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
         stdin=runtime.stdin,
         undo=runtime.undo_directory,
     )
+
+    def above_the_prompt(text: str) -> None:
+        """A notice between turns (a server's warning): printed above the prompt."""
+        from prompt_toolkit.application import get_app_or_none, run_in_terminal
+
+        def write() -> None:
+            out.write(f"dsh: {text}\n")
+            out.flush()
+
+        if get_app_or_none() is None:
+            write()
+        else:
+            run_in_terminal(write)
+
+    runtime.say = above_the_prompt
     runtime.ask_on(question)
     runtime.ask_user_on(question.ask_user)  # the model's own questions: the same machinery
     # prompt_toolkit leaves SIGTERM and SIGHUP alone; SIGINT is handled per prompt and turn.

@@ -198,8 +198,11 @@ def pairing_problems(events: list[dict[str, Any]]) -> list[str]:
             waiting = [call["id"] for call in data.get("tool_calls") or []]
         elif kind in ("tool/call", "approval/decided", "tool/result"):
             call_id = data.get("call_id")
-            if kind == "tool/call" and call_id in waiting:
-                pass  # one of a batch of reads may start before the call due is answered
+            unasked = data.get("outcome") in ("granted-by-flag", "allowed-always")
+            if (kind == "tool/call" or (kind == "approval/decided" and unasked)) and (
+                call_id in waiting
+            ):
+                pass  # one of a batch of reads (granted ones too) may start before the call due
             elif not waiting or call_id != waiting[0]:
                 problems.append(f"{where}: {call_id} is not the call due ({waiting[:1]})")
                 continue
@@ -320,6 +323,8 @@ def test_the_pairing_check_can_fail() -> None:
     assert pairing_problems([asked, started, started, answer_a, answer_b]) != []  # twice
     approved = event("approval/decided", call_id="b")
     assert pairing_problems([asked, approved, answer_a, answer_b]) != []  # b before a
+    granted = event("approval/decided", call_id="b", outcome="granted-by-flag")
+    assert pairing_problems([asked, granted, answer_a, answer_b]) == []  # a batch's read
 
 
 # 5. The API key reaches no command, no output, no file.

@@ -38,9 +38,13 @@ __all__ = ["CHOICES", "PROMPT", "Terminal", "spawn_terminal"]
 pytestmark = pytest.mark.slow
 
 PROMPT = "> "
-CHOICES = r'\[y\]es / \[N\]o(?: / \[a\]lways (?:this session|for "[^"]*"))?: '
+CHOICES = (
+    r'\[y\]es / \[N\]o(?: / \[a\]lways (?:this session|for "[^"]*"|for this tool))?'
+    r"(?: / \[s\] always for server [A-Za-z0-9_-]+)?: "
+)
 """The choices, as a pattern: "always" for the session, for ``bash`` for one first word (and
-not offered for a command that is more than one simple command)."""
+not offered for a command that is more than one simple command), for an MCP tool the tool or
+its whole server."""
 CHOICES_ONCE = r"\[y\]es / \[N\]o: "
 SANDBOX_NOTE = r" \((?:not )?sandboxed[^\r\n]*\)"
 UNDO_NOTE = r"(?: \(undo covers files in [^\r\n]*?\))?"

@@ -287,7 +287,10 @@ def test_an_mcp_server_that_fails_saying_the_key_on_stderr_shows_the_mask(
     (home / "config.toml").write_text(f'[mcp.servers.leaky]\ncommand = "{server}"\n')
     stub.enqueue(Answer("hello"))
     run = pipe(env, work, stdin="hi\n")
-    said = 'MCP server "leaky" did not start: Connection closed (its stderr ends "auth failed '
+    said = (
+        'MCP server "leaky" did not start: it exited with status 1: Connection closed '
+        '(its stderr ends "auth failed '
+    )
     assert f'{said}for key {MASK}"; all of it is in ' in run.stderr
     # The server's stderr file holds what it wrote, as it wrote it: dsh never reads it through.
     [stderr_file] = home.rglob("mcp-leaky.stderr")

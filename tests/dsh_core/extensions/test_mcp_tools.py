@@ -73,6 +73,7 @@ def test_results_join_text_and_summarise_the_rest(tmp_path: Path) -> None:
         "[audio audio/wav, 500 bytes]",
         "[resource link file:///a.txt]",
         "[resource file:///b.txt, text/plain, 2 bytes]",
+        "hi",  # an embedded resource's text reaches the model (issue 26 item 3)
         "[resource file:///c.bin, unknown type, 2.0 MB]",
         "last",
     ]
@@ -107,7 +108,7 @@ def test_a_huge_result_is_capped_with_the_rest_in_a_file(tmp_path: Path) -> None
 
 
 def test_a_tool_is_offered_masked_and_cut_and_asks_by_its_servers_grant(tmp_path: Path) -> None:
-    async def never(name: str, arguments: object) -> CallToolResult:
+    async def never(name: str, arguments: object, progress: object) -> CallToolResult:
         raise AssertionError("not called")
 
     tool = McpTool(
@@ -124,8 +125,12 @@ def test_a_tool_is_offered_masked_and_cut_and_asks_by_its_servers_grant(tmp_path
     assert invocation.access.kind == "mcp" and invocation.access.grant == "mcp:files"
     assert not invocation.access.free and invocation.access.may_remember
     assert len(invocation.summary) == 200 and invocation.summary.endswith("…")
-    assert invocation.preview.startswith('{\n  "path": "aaa')
-    assert tool.prepare({"path": "a"}).preview == ""
+    # The question lays long arguments out once, readably; never as a diff (issue 26 item 10).
+    assert invocation.preview == ""
+    assert invocation.arguments == "path: " + "a" * 300
+    assert tool.prepare({"path": "a"}).arguments == ""
+    assert tool.prepare({"text": "one\ntwo", "n": 3}).arguments == "text:\n  one\n  two\nn: 3"
+    assert invocation.access.always_for == "server files"
 
 
 def test_a_server_that_does_not_start_says_why_and_where_its_stderr_is(tmp_path: Path) -> None:
@@ -152,11 +157,12 @@ def test_a_server_that_does_not_start_says_why_and_where_its_stderr_is(tmp_path:
     gone, dies, quiet = asyncio.run(start())
     assert gone == 'MCP server "gone" did not start: command /nonexistent/x does not exist'
     assert dies == (
-        'MCP server "dies" did not start: Connection closed (its stderr ends "no db"; '
+        'MCP server "dies" did not start: it exited with status 1: Connection closed '
+        '(its stderr ends "no db"; '
         f"all of it is in {tmp_path / 'mcp-dies.stderr'})"
     )
     assert quiet == (
-        'MCP server "quiet" did not start: Connection closed '
+        'MCP server "quiet" did not start: it exited with status 1: Connection closed '
         f"(its stderr, in {tmp_path / 'mcp-quiet.stderr'}, is empty)"
     )
 
