@@ -89,7 +89,7 @@ async def _run(
     *,
     name_session: bool,
 ) -> int:
-    from .runtime import Runtime
+    from .run.runtime import Runtime
 
     out, err = streams.out, streams.err
     try:

@@ -22,7 +22,7 @@ from dsh_core.agent.approval import Answer, Asker, Question
 from dsh_core.agent.compaction import WindowAdvice
 from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA, SANDBOX_ESCAPE
 
-from .runtime import Runtime
+from .run.runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
 

@@ -60,7 +60,7 @@ from dsh_core.masking import SECRETS
 from dsh_core.model.seam import ChatModel
 from dsh_stdio.__main__ import main
 from dsh_stdio.config import parse_config
-from dsh_stdio.runtime import Runtime
+from dsh_stdio.run.runtime import Runtime
 from dsh_stdio.terminal.approve import VIEW, Layout, parse_answer, question_text
 from dsh_stdio.tty import Streams
 from tests.support import HANG_GUARD, Run, read_events

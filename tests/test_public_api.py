@@ -43,5 +43,5 @@ def test_dsh_core_never_imports_the_front_door_or_prompt_toolkit() -> None:
 
 
 def test_pipe_and_one_shot_modes_do_not_import_prompt_toolkit() -> None:
-    modules = _modules_after("import dsh_stdio.__main__, dsh_stdio.runtime, dsh_stdio.pipe")
+    modules = _modules_after("import dsh_stdio.__main__, dsh_stdio.run.runtime, dsh_stdio.pipe")
     assert not {m for m in modules if m.startswith("prompt_toolkit")}

@@ -27,6 +27,7 @@ from .lines import format_time as format_time
 from .log import SessionLog as SessionLog
 from .store import LOG_NAME as LOG_NAME
 from .store import SUBAGENTS_DIR as SUBAGENTS_DIR
+from .store import TOOL_OUTPUT_DIR as TOOL_OUTPUT_DIR
 from .store import LoadReport as LoadReport
 from .store import SessionStore as SessionStore
 from .store import cwd_key as cwd_key
@@ -35,6 +36,7 @@ __all__ = [
     "FORMAT_VERSION",
     "LOG_NAME",
     "SUBAGENTS_DIR",
+    "TOOL_OUTPUT_DIR",
     "LoadReport",
     "SessionEvent",
     "SessionLog",

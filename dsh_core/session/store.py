@@ -63,6 +63,8 @@ SESSIONS_DIR = "sessions"
 LOG_NAME = "session.jsonl"
 SUBAGENTS_DIR = "subagents"
 """Inside a session's folder: the sessions of the subagents its calls ran."""
+TOOL_OUTPUT_DIR = "tool-output"
+"""Inside a session's folder: the whole output of results that were cut (0700, files 0600)."""
 DAMAGED_SUFFIX = ".damaged-"
 
 _FILE_MODE = 0o600

@@ -26,7 +26,7 @@ from dsh_core.tools.diff import unified_diff
 
 from ..config import Config, StartupError
 from ..render import neutralise, writable
-from ..runtime import CHECKPOINTS_DIR, checkpoints_off
+from ..run.checkpointing import CHECKPOINTS_DIR, checkpoints_off
 from ..status import EXIT_FAILED, EXIT_OK
 from .sessions import _resolve, session_id
 

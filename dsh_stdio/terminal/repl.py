@@ -24,7 +24,7 @@ from dsh_core.session.events import TurnStart
 
 from ..config import StartupError
 from ..render import neutralise
-from ..runtime import Runtime, shown_url
+from ..run.runtime import Runtime, shown_url
 from ..signals import Stopper
 from ..status import EXIT_FAILED, EXIT_OK
 from ..tty import colour_wanted

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from dsh_core.checkpoints.turns import Checkpoints, Restoration
     from dsh_core.session.events import SessionEvent
 
-    from ..runtime import Runtime
+    from ..run.runtime import Runtime
 
 __all__ = ["UndoCommands"]
 

@@ -21,20 +21,16 @@ from dsh_core.agent.context import system_prompt
 from dsh_core.agent.loop import Conversation
 from dsh_core.chain import error_chain
 from dsh_core.clock import LOOP_CLOCK, Clock
-from dsh_core.errors import FailureRecord, HarnessError, SessionLogError
+from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.extensions.skills import SkillCatalog, SkillTool, discover_skills, skills_section
-from dsh_core.extensions.subagent import CHILD_TOOLS, SUBAGENT_WINDOW_ADVICE, SubagentTool
+from dsh_core.extensions.subagent import SubagentTool
 from dsh_core.masking import mask
 from dsh_core.model.deepseek import (
     CHAT_PATH,
-    CONNECT_TIMEOUT,
-    IDLE_TIMEOUT,
-    READ_TIMEOUT,
-    DeepSeekAdapter,
 )
-from dsh_core.model.seam import ChatModel, ToolCall
+from dsh_core.model.seam import ChatModel
 from dsh_core.model.urls import redact_url
-from dsh_core.session import SessionLog, SessionStore
+from dsh_core.session import TOOL_OUTPUT_DIR, SessionLog, SessionStore
 from dsh_core.session.events import JobEnded, JobStarted, Record, TurnEnd
 from dsh_core.tools import (
     Launcher,
@@ -54,14 +50,17 @@ from dsh_core.trust.sandbox import (
 )
 from dsh_core.trust.workspace import child_environment
 
-from .config import Config, StartupError
-from .jsonout import JsonView
+from ..config import Config, StartupError
+from ..jsonout import JsonView
+from ..render import INTERRUPTED_LINE, neutralise
+from ..status import EXIT_FAILED, turn_status
+from ..tty import STDIN, colour_wanted, quiet_terminal
+from ..view import TurnView
+from .checkpointing import CHECKPOINTS_DIR, open_checkpoints
 from .libraries import show_library_logs
-from .render import INTERRUPTED_LINE, neutralise
+from .model import deepseek_adapter
 from .resume import enter_its_directory
-from .status import EXIT_FAILED, turn_status
-from .tty import STDIN, colour_wanted, quiet_terminal
-from .view import TurnView
+from .subagents import subagent
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -75,23 +74,15 @@ if TYPE_CHECKING:
     from .servers import StartingServers
 
 __all__ = [
-    "CHECKPOINTS_DIR",
     "OUTPUT_CLOSED",
     "TOOL_OUTPUT_DIR",
     "Runtime",
-    "checkpoints_off",
     "shown_url",
 ]
 
-CHECKPOINTS_DIR = "checkpoints"
-"""In ``DSH_HOME``: the checkpoint store (SPEC 14)."""
 
-TOOL_OUTPUT_DIR = "tool-output"
-"""Beside the session log: the whole output of commands whose result was cut (0700, 0600)."""
 OUTPUT_CLOSED = "output closed"
 """The abort reason when stdout's reader went away (SPEC section 12)."""
-SUBAGENT_NOBODY = "a subagent cannot ask anyone"
-"""Why a subagent's calls that need a person are refused, and its questions unanswered."""
 
 
 @dataclass
@@ -169,7 +160,7 @@ class Runtime:
         about a conversation that no longer fits (a pipe has no ``/compact``).
         """
         if model is None:
-            adapter = _adapter(config, terminal=terminal, clock=clock)
+            adapter = deepseek_adapter(config, terminal=terminal, clock=clock)
             adapter.check_key()  # a key that cannot be sent fails here, before a session exists
             model = adapter
         if config.base_url.endswith(CHAT_PATH):
@@ -182,7 +173,7 @@ class Runtime:
         store = SessionStore(config.home)
         cwd = Path.cwd()
         if config.resume is not None:
-            from .commands.sessions import session_id
+            from ..commands.sessions import session_id
 
             log, report = store.open(session_id(store, config.resume))
             if log.parent is None:  # a subagent's is refused below, whatever its directory
@@ -295,7 +286,7 @@ class Runtime:
             )
             if skills.skills:
                 tools.append(SkillTool(skills, workspace))
-            tools.append(SubagentTool(lambda call: self._child(log, call, skills), output_dir))
+            tools.append(SubagentTool(lambda call: subagent(self, log, call, skills), output_dir))
             tools += self._everyday_tools(log, output_dir)
             self._session_tools = tools
             toolbox = Toolbox(tools)
@@ -304,8 +295,11 @@ class Runtime:
             if self.servers is not None:
                 self._prompt_context = (cwd, skills)  # made with the servers' instructions
             else:
-                prompt = self._system_prompt(cwd, toolbox, skills, warn=True)
-        checkpoints = self._checkpoints(log, workspace) if config.tools else None
+                prompt = self.system_prompt_for(cwd, toolbox, skills, warn=True)
+        checkpoints: Checkpoints | None = None
+        self.checkpoints_off = None  # without tools: said as "off: no tools"
+        if config.tools:
+            checkpoints, self.checkpoints_off = open_checkpoints(config, log, workspace, self._warn)
         return Conversation(
             self.model,
             log,
@@ -358,29 +352,6 @@ class Runtime:
                 view.notice(f"background job {record.job_id}: {record.status}")
         return records
 
-    def _checkpoints(self, log: SessionLog, workspace: Workspace) -> Checkpoints | None:
-        """The session's checkpoints (SPEC 14), or None: off by ``--no-checkpoints`` or the
-        configuration file, or the working directory is in ``DSH_HOME`` (the store is there).
-        A resumed session's turn left open by a crash gets its changes recorded now."""
-        config = self.config
-        self.checkpoints_off = checkpoints_off(config, workspace.root)
-        if self.checkpoints_off is not None:
-            return None
-        from dsh_core.checkpoints.turns import Checkpoints
-
-        checkpoints = Checkpoints(
-            config.home / CHECKPOINTS_DIR,
-            str(workspace.root),
-            session=log.id,
-            fences=lambda directory: workspace.credentials.within(directory),
-        )
-        if log.events:
-            try:
-                checkpoints.settle(log)
-            except (HarnessError, OSError) as exc:
-                self._warn((f"what the interrupted turn changed is not known: {error_chain(exc)}",))
-        return checkpoints
-
     def notice(self, text: str) -> None:
         """A ``dsh:`` notice (a server's warning, a library's log line): in the running turn's
         view, else as :attr:`say` shows it. Neutralised here: it may quote a server's words."""
@@ -409,7 +380,7 @@ class Runtime:
             context, self._prompt_context = self._prompt_context, None
             if context is not None and not self.conversation.log.events:
                 cwd, skills = context
-                prompt = self._system_prompt(cwd, self.conversation.toolbox, skills, warn=True)
+                prompt = self.system_prompt_for(cwd, self.conversation.toolbox, skills, warn=True)
                 self.conversation.system_prompt = prompt
 
     def refresh_tools(self) -> None:
@@ -430,9 +401,11 @@ class Runtime:
 
         return server_files(self.config.servers, child_environment(), Path.home())
 
-    def _system_prompt(
+    def system_prompt_for(
         self, cwd: Path, toolbox: Toolbox, skills: SkillCatalog, *, warn: bool
     ) -> str | None:
+        """The system prompt of a session in ``cwd``: the first part, AGENTS.md, the skills and
+        the MCP servers' instructions; ``warn``: say what could not be read."""
         context = system_prompt(cwd, tools=toolbox.names, first_part=self.config.system)
         if warn:
             self._warn(context.warnings)
@@ -442,42 +415,6 @@ class Runtime:
     def _warn(self, warnings: tuple[str, ...]) -> None:
         for warning in warnings:
             self.err.write(f"dsh: {neutralise(warning)}\n")  # file names from a repository
-
-    def _child(self, parent: SessionLog, call: ToolCall, skills: SkillCatalog) -> Conversation:
-        """A subagent's conversation for ``call`` of the session ``parent`` (SPEC 13)."""
-        config = self.config
-        cwd = Path.cwd()
-        log = self.store.create(cwd, parent=parent, call_id=call.id)
-        workspace = Workspace.at(cwd, log.path.parent / TOOL_OUTPUT_DIR, dsh_home=config.home)
-        tools = [tool for tool in builtin_tools(workspace) if tool.spec.name in CHILD_TOOLS]
-        if skills.skills:
-            tools.append(SkillTool(skills, workspace))
-        # Its question can reach nobody: the tool says so, and the child decides (SPEC 16).
-        tools += [
-            tool
-            for tool in everyday_tools(
-                log, log.path.parent, jobs=None, asker=lambda: None, nobody=SUBAGENT_NOBODY
-            )
-            if tool.spec.name == "ask_user_question"
-        ]
-        toolbox = Toolbox(tools)
-        parent_now = self.conversation  # /model and /think apply to its subagents too
-        return Conversation(
-            self.model,
-            log,
-            model_name=parent_now.model_name,
-            max_tokens=config.max_tokens,
-            max_steps=config.max_steps,
-            context_window=parent_now.context_window,
-            auto_compact=parent_now.auto_compact,
-            window_advice=SUBAGENT_WINDOW_ADVICE,  # read by the parent's model
-            thinking=parent_now.thinking,
-            reasoning_effort=parent_now.reasoning_effort,
-            toolbox=toolbox,
-            # Nobody can be asked from inside a call: what needs a question is refused.
-            approval=ApprovalPolicy(config.allow & {"read"}, None, unattended=SUBAGENT_NOBODY),
-            system_prompt=self._system_prompt(cwd, toolbox, skills, warn=False),
-        )
 
     def _close_log(self, log: SessionLog) -> bool:
         # An unused session is not kept: --continue should find the conversation before it.
@@ -631,32 +568,7 @@ class Runtime:
         return kept
 
 
-def checkpoints_off(config: Config, root: Path) -> str | None:
-    """Why a session here takes no checkpoints; None when it does."""
-    if not config.checkpoints:
-        return "off (--no-checkpoints, or checkpoints = false in config.toml)"
-    home = os.path.realpath(config.home)
-    if os.path.commonpath([str(root), home]) == home:
-        return f"off: the working directory is in DSH_HOME ({home}), where the store is"
-    return None
-
-
 def shown_url(config: Config) -> str:
     """The base URL as dsh shows it: its user info, if any, redacted (as the adapter does),
     and the key masked (``?key=...``, SPEC 10.16)."""
     return mask(redact_url(config.base_url))
-
-
-def _adapter(config: Config, *, terminal: bool, clock: Clock) -> DeepSeekAdapter:
-    wait = config.timeout  # one knob for every wait; connecting keeps its own cap
-    return DeepSeekAdapter(
-        base_url=config.base_url,
-        api_key=config.api_key,
-        clock=clock,
-        connect_timeout=CONNECT_TIMEOUT if wait is None else min(CONNECT_TIMEOUT, wait),
-        read_timeout=READ_TIMEOUT if wait is None else wait,
-        idle_timeout=IDLE_TIMEOUT if wait is None else wait,
-        # On a pipe reasoning is hidden: a stream cut after reasoning only showed nothing, and
-        # may be retried. A terminal shows it; so do --show-reasoning and --json.
-        reasoning_shown=terminal or config.show_reasoning or config.json,
-    )

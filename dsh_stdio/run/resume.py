@@ -9,8 +9,8 @@ from typing import TextIO
 
 from dsh_core.session import SessionLog, cwd_key
 
-from .config import StartupError
-from .render import neutralise
+from ..config import StartupError
+from ..render import neutralise
 
 __all__ = ["enter_its_directory"]
 

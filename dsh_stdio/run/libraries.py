@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dsh_core.chain import error_chain
 from dsh_core.masking import mask
 
-from .render import neutralise, writable
+from ..render import neutralise, writable
 
 __all__ = ["MAX_LOG_LINE", "LibraryLog", "show_library_logs"]
 
