@@ -99,6 +99,8 @@ class Config:
     """``--reasoning-effort``: sent as it is; None sends none."""
     servers: tuple[ServerSpec, ...] = ()
     """The MCP servers ``$DSH_HOME/config.toml`` configures (read for a chat only)."""
+    plain: bool = False
+    """``--plain``: answers shown as they came, no Markdown rendering (SPEC 17)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -161,6 +163,11 @@ def _build_parser() -> _Parser:
         "mcp:NAME (one server's); comma-separated, repeatable",
     )
     parser.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="show answers as they came, without rendering their Markdown on a colour terminal",
+    )
     parser.add_argument(
         "--sandbox",
         metavar="MODE",
@@ -360,6 +367,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         auto_compact=not args.no_auto_compact,
         thinking=thinking,
         reasoning_effort=effort,
+        plain=args.plain,
     )
 
 

@@ -352,14 +352,22 @@ class Runtime:
                     on_output_error=output_failed,
                 )
             return self.json_view
+        colour = terminal and colour_wanted(out)
+        markdown = None
+        if colour and not self.config.plain:
+            from .terminal.markdown import AnswerMarkdown, terminal_size, warm_up
+
+            warm_up()  # the renderer loads while the request waits for the model
+            markdown = AnswerMarkdown(lambda: terminal_size(out))
         return TurnView(
             out,
             self.err,
             terminal=terminal,
             show_reasoning=terminal or self.config.show_reasoning,
-            colour=terminal and colour_wanted(out),
+            colour=colour,
             on_output_error=output_failed,
             usage=not self.config.quiet,
+            markdown=markdown,
         )
 
     @property
