@@ -26,6 +26,8 @@ from dsh_core.model.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.model.urls import is_local, redact_url
 from dsh_core.trust.sandbox import SandboxMode
 
+from .terminal.bell import Notify
+
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
@@ -101,6 +103,8 @@ class Config:
     """The MCP servers ``$DSH_HOME/config.toml`` configures (read for a chat only)."""
     plain: bool = False
     """``--plain``: answers shown as they came, no Markdown rendering (SPEC 17)."""
+    notify: Notify = "bell"
+    """``notify`` in ``config.toml``: how the REPL calls the person back (SPEC 17)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -374,9 +378,10 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
 def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Config:
     """``config`` with the MCP servers of ``$DSH_HOME/config.toml``; ``--allow mcp:NAME`` must
     name one of them. Raises :class:`~.config_file.ConfigFileError` for a bad file."""
-    from .config_file import read_config_file
+    from .config_file import read_settings
 
-    servers = read_config_file(config.home, os.environ if environ is None else environ)
+    settings = read_settings(config.home, os.environ if environ is None else environ)
+    servers = settings.servers
     known = [server.name for server in servers]
     for grant in sorted(config.allow):
         if grant.startswith("mcp:") and grant[4:] not in known:
@@ -384,7 +389,7 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
                 f"--allow {grant}: no MCP server {grant[4:]!r} in {config.home}/config.toml "
                 f"(configured: {', '.join(known) or 'none'})"
             )
-    return dataclasses.replace(config, servers=servers)
+    return dataclasses.replace(config, servers=servers, notify=settings.notify)
 
 
 def _grants(values: Sequence[str]) -> frozenset[Grant]:

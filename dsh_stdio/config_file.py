@@ -11,6 +11,9 @@
     url = "https://mcp.example.com/mcp"
     headers = { Authorization = "Bearer ${TRACKER_TOKEN}" }
 
+    notify = "bell"                      # when a question waits or a long turn ends:
+                                         # "bell", "osc9" (a notification) or "off"
+
 Only this file starts processes: nothing in a project (a ``.dsh/config.toml`` the model could
 have written) is read for it. A file that is not what is described here is a startup failure
 whose message names the file, the line and the key (:class:`ConfigFileError`); a missing file
@@ -24,13 +27,16 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dsh_core.errors import STARTUP, HarnessError
 from dsh_core.extensions.mcp.spec import DEFAULT_STARTUP_TIMEOUT_S, SERVER_NAME, ServerSpec
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "read_config_file"]
+from .terminal.bell import NOTIFY_WAYS, Notify
+
+__all__ = ["CONFIG_FILE", "ConfigFileError", "FileSettings", "read_config_file", "read_settings"]
 
 CONFIG_FILE = "config.toml"
 
@@ -45,15 +51,29 @@ class ConfigFileError(HarnessError):
         super().__init__(message, STARTUP)
 
 
+@dataclass(frozen=True, slots=True)
+class FileSettings:
+    """What ``$DSH_HOME/config.toml`` says."""
+
+    servers: tuple[ServerSpec, ...] = ()
+    notify: Notify = "bell"
+    """How dsh calls the person back (``dsh_stdio.terminal.bell``)."""
+
+
 def read_config_file(
     home: Path, environ: Mapping[str, str] | None = None
 ) -> tuple[ServerSpec, ...]:
     """The MCP servers ``home/config.toml`` configures; none when there is no such file."""
+    return read_settings(home, environ).servers
+
+
+def read_settings(home: Path, environ: Mapping[str, str] | None = None) -> FileSettings:
+    """Everything ``home/config.toml`` sets; the defaults when there is no such file."""
     path = home / CONFIG_FILE
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return ()
+        return FileSettings()
     except OSError as exc:
         raise ConfigFileError(f"cannot read {path}") from exc
     import tomllib  # only when there is a file
@@ -73,7 +93,7 @@ def read_config_file(
     if problem is not None:
         # Raised out here: inside the except, the parser's own words would follow ours again.
         raise ConfigFileError(problem)
-    return _Reader(path, text, os.environ if environ is None else environ).servers(data)
+    return _Reader(path, text, os.environ if environ is None else environ).settings(data)
 
 
 class _Reader:
@@ -99,10 +119,16 @@ class _Reader:
         where = f", line {line}" if line is not None else ""
         return ConfigFileError(f"{self.path}{where}: {key}: {problem}")
 
+    def settings(self, data: dict[str, Any]) -> FileSettings:
+        notify = data.get("notify", "bell")
+        if notify not in NOTIFY_WAYS:
+            raise self.fail("notify", f"must be one of {', '.join(map(repr, NOTIFY_WAYS))}")
+        return FileSettings(self.servers(data), notify)
+
     def servers(self, data: dict[str, Any]) -> tuple[ServerSpec, ...]:
         for key in data:
-            if key != "mcp":
-                raise self.fail(key, "unknown key (this dsh reads only [mcp.servers.NAME])")
+            if key not in ("mcp", "notify"):
+                raise self.fail(key, "unknown key (this dsh reads notify and [mcp.servers.NAME])")
         mcp = self.table(data.get("mcp", {}), "mcp")
         for key in mcp:
             if key != "servers":

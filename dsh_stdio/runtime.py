@@ -31,7 +31,7 @@ from dsh_core.model.deepseek import (
 )
 from dsh_core.model.seam import ChatModel, ToolCall
 from dsh_core.model.urls import redact_url
-from dsh_core.session import SessionLog, SessionStore
+from dsh_core.session import LoadReport, SessionLog, SessionStore
 from dsh_core.session.events import TurnEnd
 from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
 from dsh_core.trust.sandbox import (
@@ -196,6 +196,27 @@ class Runtime:
         self.conversation.thinking = old.thinking  # as /think left it
         self._close_log(old.log)
         return log
+
+    def resume(self, reference: str) -> tuple[SessionLog, LoadReport]:
+        """Switch to the stored session ``reference`` (an id or its start) of this directory
+        (``/resume ID``), keeping the model and its settings; raises HarnessError, with the
+        way on, for one that cannot be resumed here."""
+        from .commands.sessions import session_id
+
+        log, report = self.store.open(session_id(self.store, reference))
+        here = os.path.abspath(Path.cwd())
+        if log.parent is not None or log.cwd != here:
+            log.close()
+            if log.parent is not None:
+                why = f"is a subagent's: it cannot be resumed (dsh --show {log.id} shows it)"
+            else:
+                why = f"was started in {log.cwd}: dsh -r {log.id} there resumes it"
+            raise SessionLogError(f"session {log.id} {why}")
+        old = self.conversation
+        self.conversation = self._conversation(log, old.model_name)
+        self.conversation.thinking = old.thinking
+        self._close_log(old.log)
+        return log, report
 
     def _conversation(self, log: SessionLog, model_name: str) -> Conversation:
         """The conversation over ``log``, as the flags configure it.
