@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn, TypeVar, get_args
+from typing import TYPE_CHECKING, Literal, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 from dsh_core.agent.approval import ALL_GRANTS, TOOL_GRANTS, Grant
@@ -24,22 +24,27 @@ from dsh_core.extensions.mcp.spec import SERVER_NAME, ServerSpec
 from dsh_core.masking import hide
 from dsh_core.model.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.model.urls import is_local, redact_url
-from dsh_core.trust.sandbox import SandboxMode
 
 from .terminal.bell import Notify
+
+if TYPE_CHECKING:
+    from dsh_core.trust.sandbox import SandboxMode
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "SANDBOX_MODES",
     "Action",
     "Config",
-    "SandboxMode",
     "StartupError",
     "parse_config",
     "with_servers",
 ]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
+SANDBOX_MODES = ("auto", "on", "off")
+"""``--sandbox``'s values: the sandbox's ``SandboxMode`` (tests/dsh_stdio/test_config.py holds
+them equal), spelled here so that reading flags does not load the sandbox's code."""
 
 T = TypeVar("T")
 
@@ -408,6 +413,6 @@ def _grants(values: Sequence[str]) -> frozenset[Grant]:
 
 def _sandbox(text: str, source: str) -> SandboxMode:
     value = text.strip().lower()
-    if value not in get_args(SandboxMode):
+    if value not in SANDBOX_MODES:
         raise StartupError(f"{source} must be auto, on or off, not {text!r}")
     return value  # type: ignore[return-value]

@@ -8,7 +8,9 @@ exit status a turn asks for live here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -34,13 +36,6 @@ from dsh_core.model.urls import redact_url
 from dsh_core.session import LoadReport, SessionLog, SessionStore
 from dsh_core.session.events import TurnEnd
 from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
-from dsh_core.trust.sandbox import (
-    INSTALL_HINT,
-    AutoSandbox,
-    Bwrap,
-    choose_launcher,
-    require_bwrap,
-)
 from dsh_core.trust.workspace import child_environment
 
 from .config import Config, StartupError
@@ -87,7 +82,10 @@ class Runtime:
     resumed: bool = False
     """The session was loaded (``--continue``, ``--resume``), not created by this run."""
     launcher: Launcher | None = None
-    """How ``bash`` runs in this session (sandboxed or not); None with ``--no-tools``."""
+    """How ``bash`` runs in this session (sandboxed or not), once a command asked; None
+    before that, and with ``--no-tools``."""
+    _choose_launcher: Callable[[], Launcher] | None = None
+    """Chooses :attr:`launcher` for this session's tools; None with ``--no-tools``."""
     said_unsandboxed: bool = False
     """The one notice per run that commands run without a sandbox was given."""
     log_failed: bool = False
@@ -127,6 +125,8 @@ class Runtime:
             err.write(f"dsh: the base URL {shown} ends in {CHAT_PATH}, which dsh adds itself\n")
         if config.tools and config.sandbox == "on":  # likewise a sandbox that cannot run
             path = child_environment().get("PATH", os.defpath)
+            from dsh_core.trust.sandbox import require_bwrap
+
             require_bwrap(path, network="network" in config.allow)
         store = SessionStore(config.home)
         cwd = Path.cwd()
@@ -228,20 +228,16 @@ class Runtime:
         toolbox = Toolbox()
         skills = SkillCatalog()
         self.launcher = None
+        self._choose_launcher = None
         if config.tools:
             output_dir = log.path.parent / TOOL_OUTPUT_DIR
             workspace = Workspace.at(
                 cwd, output_dir, dsh_home=config.home, started=self._servers_run_from()
             )
-            launcher = self.launcher = choose_launcher(
-                config.sandbox,
-                workspace=workspace,
-                network="network" in config.allow,
-                on_chosen=self._sandbox_chosen,
-            )
+            self._choose_launcher = functools.partial(self._launcher_for, workspace)
             skills = discover_skills(cwd)
             self._warn(skills.warnings)
-            tools: list[Tool] = builtin_tools(workspace, launcher=lambda: launcher)
+            tools: list[Tool] = builtin_tools(workspace, launcher=self._launcher_now)
             if skills.skills:
                 tools.append(SkillTool(skills, workspace))
             tools.append(SubagentTool(lambda call: self._child(log, call, skills), output_dir))
@@ -327,6 +323,8 @@ class Runtime:
 
     def _sandbox_chosen(self, launcher: Launcher) -> None:
         """``--sandbox auto`` chose at the first command: say it once per run if it is none."""
+        from dsh_core.trust.sandbox import INSTALL_HINT, Bwrap
+
         if isinstance(launcher, Bwrap) or self.said_unsandboxed:
             return
         self.said_unsandboxed = True
@@ -337,11 +335,31 @@ class Runtime:
         else:
             self.err.write(f"dsh: {neutralise(text)}\n")
 
+    def _launcher_for(self, workspace: Workspace) -> Launcher:
+        """How ``bash`` runs in this session: chosen (and the sandbox's code loaded) when a
+        command first needs it, so that a turn without commands costs none of it."""
+        from dsh_core.trust.sandbox import choose_launcher
+
+        return choose_launcher(
+            self.config.sandbox,
+            workspace=workspace,
+            network="network" in self.config.allow,
+            on_chosen=self._sandbox_chosen,
+        )
+
+    def _launcher_now(self) -> Launcher:
+        if self.launcher is None:
+            assert self._choose_launcher is not None  # set with the session's tools
+            self.launcher = self._choose_launcher()
+        return self.launcher
+
     def sandbox_state(self) -> str:
         """For ``/session``: whether commands run sandboxed, and how."""
-        launcher = self.launcher
-        if launcher is None:
+        from dsh_core.trust.sandbox import AutoSandbox
+
+        if self._choose_launcher is None:
             return "no tools (--no-tools)"
+        launcher = self._launcher_now()
         if isinstance(launcher, AutoSandbox) and launcher.chosen is None:
             return f"auto: {launcher.note} (checked now; it is decided at the first command)"
         return launcher.note

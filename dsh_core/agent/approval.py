@@ -35,6 +35,7 @@ from typing import Literal
 
 from ..errors import TOOL_REFUSED
 from ..model.seam import ToolCall
+from ..records import record
 from ..session.events import ApprovalOutcome
 from ..tools.base import Access, Invocation, ToolError
 
@@ -62,7 +63,7 @@ to a sandboxed command unless ``--allow network`` says so by name, and the tools
 Choice = Literal["yes", "no", "always"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Answer:
     """A person's answer to a :class:`Question`."""
 
@@ -74,7 +75,7 @@ class Answer:
     """With ``no``: what the person wants instead, sent to the model with the refusal."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Question:
     """What the person is asked about: the whole call, as the front door shows it."""
 

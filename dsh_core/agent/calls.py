@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from ..errors import ABORTED, ABORTED_BEFORE_DISPATCH, FailureRecord
 from ..masking import mask
 from ..model.seam import ToolCall
+from ..records import record
 from ..session import SessionLog
 from ..session.events import ApprovalDecided, ToolCallStarted, ToolOutput, ToolResult
 from ..tools.base import Invocation, Toolbox
@@ -57,7 +58,7 @@ MAX_CONCURRENT = 8
 """Free calls of one step that run at the same time at most (SPEC 13)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolStarting:
     """Live event: the model asked for ``call``; sent before it is approved and run."""
 
@@ -70,7 +71,7 @@ class ToolStarting:
     """What the call will change, as the approval question shows it: a diff for ``edit``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolFinished:
     """Live event: the call's result is in the log."""
 
@@ -78,7 +79,7 @@ class ToolFinished:
     result: ToolResult
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Nested:
     """Live event: what a tool that runs an agent of its own (``subagent``) reports of it."""
 
@@ -92,7 +93,7 @@ CallEvent = ToolStarting | ToolFinished | Nested
 """What running a step's calls tells the observer."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RunningCall:
     """The call a tool is running for, as :func:`running_call` gives it to the tool."""
 

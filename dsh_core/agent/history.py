@@ -44,6 +44,7 @@ from ..model.seam import (
     Usage,
     UserMessage,
 )
+from ..records import record
 from ..session.events import (
     ApprovalDecided,
     AssistantStep,
@@ -130,7 +131,7 @@ def checkpoint_message(summary: str) -> UserMessage:
     return UserMessage(f"{CHECKPOINT_HEADING}\n\n{summary}\n\n{CHECKPOINT_END}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mark:
     """A place the conversation may be cut: before a user message, or before a step that
     follows tool results. Never between a tool call and its result, and never right after a
@@ -144,7 +145,7 @@ class Mark:
     """Estimated tokens of those messages."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Measure:
     """The last answered request, as the server counted it."""
 

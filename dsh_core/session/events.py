@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Literal, get_args
 
 from ..errors import TOOL_FAILED, FailureRecord, HarnessError
 from ..model.seam import ToolCall, Usage
+from ..records import record
 from .codec import (
     FLAT,
     Codec,
@@ -120,7 +121,7 @@ _STEP_ONE = {"absent": 1}
 """Field metadata for ``step``: logs written before steps existed had one step per turn."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnStart(Codec):
     """A turn begins."""
 
@@ -130,7 +131,7 @@ class TurnStart(Codec):
     model: str = field(metadata={"absent": ""})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UserText(Codec):
     """The person's message (``user/message``)."""
 
@@ -139,7 +140,7 @@ class UserText(Codec):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SystemPrompt(Codec):
     """The system prompt, recorded once per session so that a resume sends the same one."""
 
@@ -147,7 +148,7 @@ class SystemPrompt(Codec):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AssistantStep(Codec):
     """What one step of the model produced (``assistant/message``).
 
@@ -165,7 +166,7 @@ class AssistantStep(Codec):
     interrupted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ApprovalDecided(Codec):
     """How a call that needed approval was decided."""
 
@@ -177,7 +178,7 @@ class ApprovalDecided(Codec):
     """With ``rejected``: what the person said the model should do instead, if anything."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCallStarted(Codec):
     """A call starts running (``tool/call``); fsynced first when the tool can change anything."""
 
@@ -189,7 +190,7 @@ class ToolCallStarted(Codec):
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolOutput:
     """What a call produced, as the model will read it; a tool returns it, the log keeps it."""
 
@@ -215,7 +216,7 @@ class ToolOutput:
         return cls(content, record)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolResult:
     """A call's result as the model receives it (``tool/result``); fsynced."""
 
@@ -283,7 +284,7 @@ class ToolResult:
         return cls(turn, step, read_str(data, "call_id"), output)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StepUsage(Codec):
     """Token counts of one step, as the provider reported them (``usage``)."""
 
@@ -293,7 +294,7 @@ class StepUsage(Codec):
     usage: Usage = field(default_factory=Usage, metadata=FLAT)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RetryScheduled(Codec):
     """A transient failure before anything was shown; the step's request is sent again."""
 
@@ -306,7 +307,7 @@ class RetryScheduled(Codec):
     failure: FailureRecord = field(metadata=FLAT)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompactionStart(Codec):
     """A compaction begins: the summary request is about to be sent (fsynced)."""
 
@@ -323,7 +324,7 @@ class CompactionStart(Codec):
     """For ``overflow``: the server's refusal, whose words may state the window."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompactionSummary(Codec):
     """The model's summary, and what it replaces (fsynced); in force once the end is written."""
 
@@ -340,7 +341,7 @@ class CompactionSummary(Codec):
     """The summary request's token counts."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompactionEnd(Codec):
     """The summary is in force from here on (fsynced)."""
 
@@ -348,7 +349,7 @@ class CompactionEnd(Codec):
     turn: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnEnd:
     """How a turn ended: what ``turn/end`` stores and the loop returns."""
 
@@ -391,7 +392,7 @@ class TurnEnd:
         return cls(turn, kind, failure=failure, reason=text)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnknownEvent:
     """A line of a type this version does not know (from a newer dsh): kept as it is."""
 
@@ -440,7 +441,7 @@ _KNOWN: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SessionEvent:
     """One line of the log after the header: a record and where and when it was written."""
 

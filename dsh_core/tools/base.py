@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..errors import TOOL_FAILED, Code, HarnessError
 from ..model.seam import ToolCall, ToolSpec
+from ..records import record
 from ..session.events import ToolOutput as ToolOutput
 
 __all__ = [
@@ -47,7 +47,7 @@ class ToolError(HarnessError):
         super().__init__(message, code)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Access:
     """What running one call needs: the approval policy decides on this alone."""
 
@@ -88,7 +88,7 @@ class Access:
         return self.kind == "read" and not (self.outside or self.protected or self.leaves_sandbox)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Invocation:
     """A call whose arguments were checked: what it needs, how it is shown, how it runs."""
 

@@ -18,19 +18,17 @@ import asyncio
 import signal
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dsh_core.chain import error_chain
-from dsh_core.tools import Toolbox
-from dsh_core.tools.read import ReadTool
-from dsh_core.trust.workspace import Workspace
 
 from ..render import neutralise
 from ..runtime import TOOL_OUTPUT_DIR, Runtime
-from .attach import attach_files
 from .completion import DshCompleter
-from .own_command import run_own_command
 from .typeahead import TypeAhead
+
+if TYPE_CHECKING:
+    from dsh_core.tools import Toolbox
 
 __all__ = ["KNOWN_MODELS", "Composer"]
 
@@ -100,6 +98,8 @@ class Composer:
         if not command:
             self._say("dsh: !COMMAND runs a command of yours (!!text sends a message !text)")
             return
+        from .own_command import run_own_command  # the process machinery: only for a !command
+
         loop = asyncio.get_running_loop()
         spill = self._spill_dir()
         task = asyncio.ensure_future(run_own_command(command, out=self._out, spill_dir=spill))
@@ -119,6 +119,8 @@ class Composer:
 
     async def message(self, line: str) -> str | None:
         """The text to send for ``line``; None when it is not sent (it comes back as the draft)."""
+        from .attach import attach_files  # the read tool and its rules: first message on
+
         conversation = self._runtime.conversation
         attached = await attach_files(line, self._toolbox(), conversation.approval)
         for notice in attached.notices:
@@ -136,6 +138,10 @@ class Composer:
     def _toolbox(self) -> Toolbox:
         """The session's tools; with ``--no-tools`` a ``read`` of its own, under the same
         rules (the model is offered no tool, the person may still attach a file)."""
+        from dsh_core.tools import Toolbox
+        from dsh_core.tools.read import ReadTool
+        from dsh_core.trust.workspace import Workspace
+
         toolbox = self._runtime.conversation.toolbox
         if "read" in toolbox.names:
             return toolbox

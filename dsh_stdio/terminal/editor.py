@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
 
-from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.document import Document
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
@@ -43,6 +38,8 @@ def editor_bindings(say: Callable[[str], None]) -> KeyBindings:
         buffer = event.current_buffer
         draft = buffer.text
 
+        from prompt_toolkit.application import run_in_terminal
+
         async def edit_aside() -> None:
             # The prompt steps aside while the editor has the terminal (in a thread: the
             # loop goes on), then the text is the prompt's again.
@@ -58,6 +55,9 @@ def editor_bindings(say: Callable[[str], None]) -> KeyBindings:
 
 
 def _command(env: dict[str, str]) -> list[str] | None:
+    import shlex
+    import shutil
+
     for name in ("VISUAL", "EDITOR"):
         if os.environ.get(name, "").strip():
             return shlex.split(os.environ[name])
@@ -70,6 +70,9 @@ def _command(env: dict[str, str]) -> list[str] | None:
 
 def edit_text(text: str) -> tuple[str | None, str | None]:
     """Run the editor on ``text``; (the edited text, None), or (None, why it did not work)."""
+    import subprocess
+    import tempfile
+
     env = child_environment()
     command = _command(env)
     if not command:

@@ -149,15 +149,17 @@ class AnswerMarkdown:
             self._columns = max(1, self._size().columns)
             self._screen = _Screen()
         self._tail += text
-        finished = _finished_length(self._tail) if "\n" in text else 0
+        finished = _finished_length(self._tail) if "\n" in text and self._worth_parsing() else 0
         if finished == 0:
             return self._screen.plain(text, self._columns)
         erase = self._erase()
         if erase is None:
             # The tail's start scrolled off the screen: it stays plain, and so do its blocks.
+            # What is left of it (whole lines, on the screen already) starts the next tail.
             shown = self._screen.plain(text, self._columns)
-            self._restart(self._tail[finished:])
-            return shown + self._screen.plain(self._tail, self._columns)
+            self._restart(self._tail[finished:].lstrip("\n"))  # blank lines stay above it
+            self._screen.plain(self._tail, self._columns)  # counted, not written again
+            return shown
         done, rest = self._tail[:finished], self._tail[finished:].lstrip("\n")
         self._restart(rest)
         self._after_block = not rest
@@ -174,6 +176,17 @@ class AnswerMarkdown:
         if erase is None:
             return ""  # it stays as it was printed; the caller ends its line
         return erase + self._render(tail)
+
+    def _worth_parsing(self) -> bool:
+        """Whether to look for finished blocks now. While the tail fits the screen, at every
+        line; once it is taller (a long code block, which stays plain), only at a line where
+        a block may end (blank, or a fence), so that a long block is not parsed again at each
+        of its lines."""
+        if self._screen.rows_down < self._size().lines:
+            return True
+        complete = self._tail[: self._tail.rfind("\n")]
+        last = complete[complete.rfind("\n") + 1 :].strip()
+        return not last or last.startswith(("```", "~~~"))
 
     @property
     def live(self) -> bool:

@@ -127,9 +127,13 @@ def test_a_wide_character_that_does_not_fit_wraps_first() -> None:
 
 def test_a_tail_taller_than_the_screen_stays_plain() -> None:
     paragraph = "\n".join(f"line {n}" for n in range(40)) + "\n"
-    written = stream(paragraph + "\n- after\n", [7] * 60, lines=24)
-    assert "line 0\nline 1\n" in written  # never erased: its start scrolled off
-    assert "\x1b[" not in written.split("- after")[0].replace("\x1b[1m", "")
+    written = stream(paragraph + "\n- after\n\nlast\n", [7] * 60, lines=24)
+    assert written.count("line 39") == 1  # never erased (its start scrolled off), never twice
+    assert "\x1b[" not in written.split("- after")[0]
+    assert "\x1b[1m • \x1b[0mafter" in written  # the next block is rendered again
+    shown = screen_of(written)
+    assert shown[-4:] == ["line 39", "", " • after", "", "last"][-4:]
+    assert shown.count("line 30") == 1
 
 
 def test_a_line_said_in_the_middle_goes_above_the_tail() -> None:
