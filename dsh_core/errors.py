@@ -32,6 +32,7 @@ __all__ = [
     "MISSING_CREDENTIAL",
     "QUOTA",
     "RATE_LIMIT",
+    "SANDBOX_ESCAPE",
     "SANDBOX_UNAVAILABLE",
     "SERVER",
     "SESSION_LOG",
@@ -75,6 +76,7 @@ ErrorCode = Literal[
     "UNKNOWN",
     "SESSION_LOG",
     "SANDBOX_UNAVAILABLE",
+    "SANDBOX_ESCAPE",
     "STARTUP",
     "TOOL_FAILED",
     "TOOL_REFUSED",
@@ -130,6 +132,10 @@ SESSION_LOG: Final = "SESSION_LOG"
 """The session log could not be read or written."""
 SANDBOX_UNAVAILABLE: Final = "SANDBOX_UNAVAILABLE"
 """``--sandbox on`` and bwrap cannot run: a startup failure."""
+SANDBOX_ESCAPE: Final = "SANDBOX_ESCAPE"
+"""A sandboxed command left something that would run or steer code outside the sandbox (a
+git hook, a ``.pth``, an ``AGENTS.md``) and dsh could not set it aside: the turn fails, naming
+the path, and the run stops (SPEC 10.12)."""
 STARTUP: Final = "STARTUP"
 """dsh cannot start: a bad flag or setting, an unusable home or session log."""
 

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from dsh_core.agent.approval import Answer, Asker, Question
 from dsh_core.agent.compaction import WindowAdvice
-from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA
+from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA, SANDBOX_ESCAPE
 
 from .runtime import Runtime
 from .signals import Stopper
@@ -127,8 +127,9 @@ class LineReader:
 
 _CHUNK = 1 << 16
 
-STOPPING_CODES = frozenset({AUTH, QUOTA, MISSING_CREDENTIAL})
-"""Failures the next line would meet again: a pipe stops sending after one (SPEC 12)."""
+STOPPING_CODES = frozenset({AUTH, QUOTA, MISSING_CREDENTIAL, SANDBOX_ESCAPE})
+"""Failures the next line would meet again: a pipe stops sending after one (SPEC 12); and a
+command that left what the sandbox could not undo, after which the run stops (SPEC 10.12)."""
 
 PIPE_WINDOW_ADVICE = WindowAdvice(
     None,

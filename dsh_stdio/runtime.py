@@ -33,7 +33,7 @@ from dsh_core.model.deepseek import (
 )
 from dsh_core.model.seam import ChatModel, ToolCall
 from dsh_core.model.urls import redact_url
-from dsh_core.session import LoadReport, SessionLog, SessionStore
+from dsh_core.session import LoadReport, SessionLog, SessionStore, cwd_key
 from dsh_core.session.events import TurnEnd
 from dsh_core.tools import Launcher, Tool, Toolbox, Workspace, builtin_tools
 from dsh_core.trust.workspace import child_environment
@@ -134,7 +134,8 @@ class Runtime:
             from .commands.sessions import session_id
 
             log, report = store.open(session_id(store, config.resume))
-            _enter_its_directory(log, err)
+            if log.parent is None:  # a subagent's is refused below, whatever its directory
+                _enter_its_directory(log, err, stdin)
         elif config.continue_session:
             found = store.newest(cwd)
             if found is None:
@@ -278,7 +279,7 @@ class Runtime:
         context = system_prompt(cwd, tools=toolbox.names, first_part=self.config.system)
         if warn:
             self._warn(context.warnings)
-        return (context.text + skills_section(skills.skills)) or None
+        return (context.text + skills_section(skills)) or None
 
     def _warn(self, warnings: tuple[str, ...]) -> None:
         for warning in warnings:
@@ -471,24 +472,60 @@ class Runtime:
         return kept
 
 
-def _enter_its_directory(log: SessionLog, err: TextIO) -> None:
-    """Run a resumed session in the directory it was started in, and say so when that is not
-    here: its tools and its recorded system prompt are about that directory.
+def _enter_its_directory(log: SessionLog, err: TextIO, stdin: int) -> None:
+    """Run a resumed session in the directory it was started in, once a person said so when
+    that is not here: its tools and its recorded system prompt are about that directory.
 
-    Raises StartupError, with the way out, when that directory cannot be entered any more.
+    The directory comes only from a header dsh wrote (SPEC 10.14): dsh stores a session under
+    the key of the directory its header names, so a header changed since (a command that
+    could write ``DSH_HOME`` pointing ``cwd`` at ``/``) is found out and refused. A different
+    directory is asked about on a terminal and refused on a pipe, with the way out; one that
+    cannot be entered any more is refused too. Raises StartupError.
     """
+    if log.path.parent.parent.name != cwd_key(log.cwd):
+        log.close()
+        raise StartupError(
+            f"session {log.id} says it was started in {log.cwd}, but it is not stored as a "
+            "session of that directory: its header was changed after dsh wrote it, and dsh "
+            "does not run where it says; start a new session (dsh without -r)"
+        )
     here = os.path.abspath(Path.cwd())
     if log.cwd == here:
         return
+    elsewhere = f"session {log.id} was started in {log.cwd}"
     try:
-        os.chdir(log.cwd)
+        directory = os.open(log.cwd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         log.close()
         raise StartupError(
-            f"session {log.id} was started in {log.cwd}, which cannot be entered now; "
+            f"{elsewhere}, which cannot be entered now; "
             "start a new session (dsh without -r), or restore that directory"
         ) from exc
-    err.write(neutralise(f"dsh: session {log.id} was started in {log.cwd}: running there") + "\n")
+    try:
+        if not os.isatty(stdin) or not _confirmed(
+            f"dsh: {elsewhere}: run there? [y/N]: ", stdin, err
+        ):
+            log.close()
+            said = "" if os.isatty(stdin) else " (stdin is not a terminal: nobody to ask)"
+            raise StartupError(
+                f"{elsewhere}, not here{said}; to resume it there: cd {log.cwd} && dsh -r {log.id}"
+            )
+        os.fchdir(directory)  # the directory the person was asked about, not a later swap
+    finally:
+        os.close(directory)
+    err.write(neutralise(f"dsh: {elsewhere}: running there") + "\n")
+
+
+def _confirmed(question: str, stdin: int, err: TextIO) -> bool:
+    """Ask ``question`` on the terminal (before any prompt exists: a line, as typed); whether
+    the answer was yes. The default, Enter, is no."""
+    err.write(neutralise(question))
+    err.flush()
+    try:
+        answer = os.read(stdin, 1024).decode("utf-8", "replace").strip().lower()
+    except OSError:
+        return False
+    return answer in ("y", "yes")
 
 
 def shown_url(config: Config) -> str:

@@ -18,8 +18,9 @@ its turn comes.
 While a tool runs, :func:`running_call` says which call it runs for and lets it report nested
 events (a subagent's own tool calls), which reach the observer as :class:`Nested`.
 
-Whatever stops the step (Ctrl-C, a failure of the log), every call it started is answered
-before the exception goes on: what finished with its result, what was running with
+Whatever stops the step (Ctrl-C, a failure of the log, a command that left what the sandbox
+could not set aside: :class:`~dsh_core.tools.base.SandboxEscape`), every call it started is
+answered before the exception goes on: what finished with its result, what was running with
 ``ABORTED`` and what never started with ``ABORTED_BEFORE_DISPATCH`` (:func:`cancelled_failure`).
 """
 
@@ -38,7 +39,7 @@ from ..model.seam import ToolCall
 from ..records import record
 from ..session import SessionLog
 from ..session.events import ApprovalDecided, ToolCallStarted, ToolOutput, ToolResult
-from ..tools.base import Invocation, Toolbox
+from ..tools.base import Invocation, SandboxEscape, Toolbox
 from .approval import ApprovalPolicy, allowed
 from .cancel import Cancellation
 
@@ -210,6 +211,9 @@ class StepCalls:
         with cancellation.phase(), self._running(call):
             try:
                 output = await invocation.run()
+            except SandboxEscape as exc:  # answered, then the turn fails: the run must stop
+                self.answer(call, exc.output)
+                raise
             except Exception as exc:  # a tool's failure is a result for the model, not the turn's
                 output = ToolOutput.failed(exc)
         # A tool may stop on a cancellation and return its partial output instead of raising:

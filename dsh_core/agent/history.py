@@ -75,6 +75,7 @@ __all__ = [
     "checkpoint_message",
     "estimate_tokens",
     "message_tokens",
+    "reading_form",
 ]
 
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -123,12 +124,67 @@ _END_OPENING = "[End of the checkpoint"
 
 def checkpoint_message(summary: str) -> UserMessage:
     """The user-role message a compaction's summary is sent as: heading, summary, end line.
+
     A summary that writes the end line itself has its bracket turned round (it cannot close
-    early)."""
+    early and go on as the user). Written as a reader would take it is enough (issue 31, class
+    9): in upper case, with a no-break or zero-width space, in full-width brackets or letters,
+    across a line break; the summary is compared after NFKC, case folding and with invisible
+    characters removed (:func:`reading_form`).
+    """
     # Removing the line would join the text around it into a new one; breaking its opening
     # cannot: its "[" occurs once in it and the replacement adds none, so one pass suffices.
-    summary = summary.replace(_END_OPENING, "]" + _END_OPENING[1:])
-    return UserMessage(f"{CHECKPOINT_HEADING}\n\n{summary}\n\n{CHECKPOINT_END}")
+    read, where = reading_form(summary)
+    opening = reading_form(_END_OPENING)[0]
+    turned = list(summary)
+    start = read.find(opening)
+    while start >= 0:
+        turned[where[start]] = "]"  # the character a reader takes for the "["
+        start = read.find(opening, start + 1)
+    return UserMessage(f"{CHECKPOINT_HEADING}\n\n{''.join(turned)}\n\n{CHECKPOINT_END}")
+
+
+def reading_form(text: str) -> tuple[str, list[int]]:
+    """``text`` as a reader takes it: each character in its NFKC form, case folded, invisible
+    ones (format characters, controls that are not spaces, variation selectors, fillers)
+    left out and every run of spaces one space; with, for each character of that form, the
+    index in ``text`` it came from."""
+    import unicodedata
+
+    read: list[str] = []
+    where: list[int] = []
+    spaced = False
+    for index, char in enumerate(text):
+        if _invisible(char):
+            continue
+        for part in unicodedata.normalize("NFKC", char).casefold():
+            if part.isspace():
+                if spaced:
+                    continue
+                part, spaced = " ", True
+            else:
+                spaced = False
+            read.append(part)
+            where.append(index)
+    return "".join(read), where
+
+
+def _invisible(char: str) -> bool:
+    import unicodedata
+
+    code = ord(char)
+    category = unicodedata.category(char)
+    return (
+        category == "Cf"  # zero-width spaces and joiners, bidi controls, the BOM, tags
+        or (category == "Cc" and not char.isspace())
+        or code in _FILLERS
+        or 0xFE00 <= code <= 0xFE0F  # variation selectors
+        or 0xE0100 <= code <= 0xE01EF
+    )
+
+
+_FILLERS = frozenset((0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFFA0))
+"""Default-ignorable characters that are not format characters: the combining grapheme
+joiner, Hangul fillers, Khmer inherent vowels, the Mongolian vowel separator."""
 
 
 @record

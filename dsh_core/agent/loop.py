@@ -74,7 +74,7 @@ from ..session.events import (
     TurnStart,
     UserText,
 )
-from ..tools.base import Toolbox
+from ..tools.base import SandboxEscape, Toolbox
 from .approval import ApprovalPolicy
 from .calls import Nested as Nested
 from .calls import StepCalls, cancelled_failure
@@ -452,6 +452,8 @@ class Conversation:
         """
         cancellation = self._cancel
         foreign = cancellation.foreign()
+        if isinstance(exc, SandboxEscape) and not foreign:
+            return self._fail(turn, exc, on_event)  # even after Ctrl-C: the run must stop
         if cancellation.reason is None and not foreign and isinstance(exc, Exception):
             if isinstance(exc, SessionLogError):
                 raise exc

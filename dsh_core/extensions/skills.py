@@ -10,11 +10,15 @@ A skill is a folder holding ``SKILL.md``, whose YAML front matter gives its ``na
 ``description``; the rest of the file is its body. Folders are looked for in
 ``<repository root>/.agents/skills``, ``<repository root>/.dsh/skills``, ``~/.agents/skills``
 and ``~/.dsh/skills``, in that order; the first skill of a name wins. The system prompt lists
-each name with its description (500 characters at most). ``skill {name}`` returns the body and
-the files of the folder, which ``read`` then opens without a question (:class:`Workspace`
-remembers the folders loaded). A skill only reads: it needs no approval, and runs beside other
-reads. A project's skill folder that leads outside the repository is left out: a link to
-``~`` must not make a home directory readable without a question.
+each name with its description (500 characters at most), at most :data:`MAX_LISTED` skills and
+:data:`MAX_LISTING_BYTES` of them, the rest named by count: 10,000 skills in a repository must
+not make every request too long (SPEC 13). ``skill {name}`` returns the body and the files of the
+folder, which ``read`` then opens without a question (:class:`Workspace` remembers the folders
+loaded). A skill only reads: it needs no approval, and runs beside other reads. A project's
+skill folder that leads outside the repository is left out: a link to ``~`` must not make a
+home directory readable without a question. One whose folder is, or holds, the repository root,
+or leads out of the skills folder it was found in (``.agents/skills/x -> ../..``), is offered,
+but grants no reads without a question (:attr:`Skill.grants`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DESCRIPTION",
+    "MAX_LISTED",
+    "MAX_LISTING_BYTES",
     "SKILL",
     "SKILL_FILE",
     "Skill",
@@ -55,6 +61,16 @@ MAX_SKILL_BYTES = 256 * 1024
 """A ``SKILL.md`` larger than this is left out (it would not fit a tool result anyway)."""
 MAX_FILES = 200
 """Files of a skill's folder the ``skill`` tool lists; the rest are counted."""
+MAX_LISTED = 100
+"""Skills loaded and listed in the system prompt at most; the folders past them are counted."""
+MAX_LISTING_BYTES = 8 * 1024
+"""Bytes of the system prompt's list of skills at most; the skills past them are counted."""
+MAX_READ = 2 * MAX_LISTED
+"""``SKILL.md`` files read at most (10,000 broken or same-named ones cost no more)."""
+MAX_WARNINGS = 10
+"""Warnings about broken ``SKILL.md`` files, at most; the rest are counted in one more."""
+MAX_COUNTED = 100_000
+"""Folders looked at, at most, to count the skills not listed (a count, not a walk of all)."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -80,13 +96,18 @@ class Skill:
     """The folder, resolved (symlinks followed)."""
     file: Path
     """Its ``SKILL.md``, as found."""
+    grants: bool = True
+    """Whether loading it lets ``read`` open its folder's files without a question: not for a
+    folder that is, or holds, the repository root, or that leads out of its skills folder."""
 
 
 @dataclass(frozen=True, slots=True)
 class SkillCatalog:
     skills: tuple[Skill, ...] = ()
     warnings: tuple[str, ...] = ()
-    """One line per ``SKILL.md`` left out, naming it and why."""
+    """One line per ``SKILL.md`` left out, naming it and why (the first few, then a count)."""
+    unlisted: int = 0
+    """Folders holding a ``SKILL.md`` past :data:`MAX_LISTED`: neither loaded nor listed."""
 
     def find(self, name: str) -> Skill | None:
         return next((skill for skill in self.skills if skill.name == name), None)
@@ -105,29 +126,46 @@ def skill_places(cwd: Path, home: Path) -> list[tuple[Path, Path | None]]:
 
 
 def discover_skills(cwd: Path, *, home: Path | None = None) -> SkillCatalog:
-    """Every usable skill, first of a name winning; a warning for each ``SKILL.md`` left out."""
+    """Every usable skill, first of a name winning, up to :data:`MAX_LISTED` (the folders past
+    them counted); a warning for each ``SKILL.md`` left out."""
     skills: dict[str, Skill] = {}
     warnings: list[str] = []
+    left_out = unlisted = looked = read = 0
+    top = repository_root(Path(os.path.abspath(cwd))) or Path(os.path.abspath(cwd))
     for place, within in skill_places(cwd, home if home is not None else Path.home()):
         try:
             entries = sorted(os.scandir(place), key=lambda entry: entry.name)
         except OSError:
             continue  # no such folder: no skills there
         for entry in entries:
+            looked += 1
+            if looked > MAX_COUNTED:
+                break
             file = Path(entry.path) / SKILL_FILE
             if not os.path.lexists(file):
                 continue
-            found = _load(file, within)
+            if len(skills) >= MAX_LISTED or read >= MAX_READ:
+                unlisted += 1
+                continue
+            read += 1
+            found = _load(file, within, place, top)
             if isinstance(found, str):
-                warnings.append(f"skill {file} left out: {found}")
+                if len(warnings) < MAX_WARNINGS:
+                    warnings.append(f"skill {file} left out: {found}")
+                else:
+                    left_out += 1
             elif found.name not in skills:
                 skills[found.name] = found
-    return SkillCatalog(tuple(skills.values()), tuple(warnings))
+    if left_out:
+        warnings.append(f"and {left_out:,} more skills left out, for reasons like these")
+    return SkillCatalog(tuple(skills.values()), tuple(warnings), unlisted)
 
 
-def skills_section(skills: Sequence[Skill]) -> str:
-    """The system prompt's list of skills (empty when there are none)."""
-    if not skills:
+def skills_section(skills: SkillCatalog | Sequence[Skill]) -> str:
+    """The system prompt's list of skills (empty when there are none): at most
+    :data:`MAX_LISTING_BYTES` of them, the rest counted."""
+    catalog = skills if isinstance(skills, SkillCatalog) else SkillCatalog(tuple(skills))
+    if not catalog.skills:
         return ""
     lines = [
         "# Skills",
@@ -135,13 +173,27 @@ def skills_section(skills: Sequence[Skill]) -> str:
         "Load a skill with the `skill` tool when the task matches its description.",
         "",
     ]
-    for skill in skills:
-        lines.append(f"- {skill.name}: {skill.description}")
+    size = 0
+    listed = 0
+    for skill in catalog.skills:
+        line = f"- {skill.name}: {skill.description}"
+        size += len(line.encode("utf-8")) + 1
+        if size > MAX_LISTING_BYTES:
+            break
+        lines.append(line)
+        listed += 1
+    more = len(catalog.skills) - listed + catalog.unlisted
+    if more:
+        lines.append(
+            f"[and {more:,} more skills, not listed: the list holds at most {MAX_LISTED} skills "
+            f"and {MAX_LISTING_BYTES // 1024} KiB]"
+        )
     return "\n".join(lines) + "\n"
 
 
-def _load(file: Path, within: Path | None) -> Skill | str:
-    """The skill ``file`` describes, or why it cannot be used."""
+def _load(file: Path, within: Path | None, place: Path, top: Path) -> Skill | str:
+    """The skill ``file`` describes, or why it cannot be used. ``within``: where a project's
+    skill must stay; ``place``: the skills folder it was found in; ``top``: the repository."""
     folder = os.path.realpath(file.parent)
     if within is not None:
         root = os.path.realpath(within)
@@ -161,7 +213,16 @@ def _load(file: Path, within: Path | None) -> Skill | str:
         return "it has no description in its front matter"
     if len(description) > MAX_DESCRIPTION:
         description = description[: MAX_DESCRIPTION - 1] + "…"
-    return Skill(name, description, folder, file)
+    return Skill(name, description, folder, file, _grants(folder, place, top))
+
+
+def _grants(folder: str, place: Path, top: Path) -> bool:
+    """Whether ``folder`` may be read without a question once loaded: strictly inside the
+    skills folder it was found in, and not holding the repository's top (SPEC 13)."""
+    home = os.path.realpath(place)
+    inside = folder != home and os.path.commonpath([folder, home]) == home
+    holds_top = os.path.commonpath([os.path.realpath(top), folder]) == folder
+    return inside and not holds_top
 
 
 def _read(file: Path, folder: str) -> str:
@@ -271,10 +332,16 @@ class SkillTool:
         from ..tools.paths import list_name
 
         files, more = _files(skill.folder)
-        self.workspace.skill_folders.add(skill.folder)
         listing = "\n".join(list_name(name) for name in files)
         if more:
             listing += f"\n[and {more:,} more files]"
+        if not skill.grants:  # the repository root, or a folder elsewhere: asked as any path
+            return (
+                f"{body}\n\n[skill {skill.name}: its folder is {skill.folder}, which is or holds "
+                "the repository's top, or leads out of its skills folder: its files are read "
+                "as any others are (paths relative to it):]\n" + listing
+            )
+        self.workspace.skill_folders.add(skill.folder)
         return (
             f"{body}\n\n[skill {skill.name}: its folder is {skill.folder}; read may open these "
             f"files there (paths relative to it):]\n{listing}"
@@ -283,7 +350,8 @@ class SkillTool:
 
 def _files(folder: str) -> tuple[list[str], int]:
     """The files under ``folder``, relative, sorted, at most :data:`MAX_FILES` (and how many
-    more); hidden folders and links to folders are not entered."""
+    more, counted up to :data:`MAX_COUNTED`); hidden folders and links to folders are not
+    entered."""
     found: list[str] = []
     more = 0
     for directory, folders, names in os.walk(folder):
@@ -293,4 +361,6 @@ def _files(folder: str) -> tuple[list[str], int]:
                 found.append(os.path.relpath(os.path.join(directory, name), folder))
             else:
                 more += 1
+        if more >= MAX_COUNTED:  # a folder that is a whole tree: counted no further
+            break
     return found, more

@@ -19,7 +19,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
-from ..errors import TOOL_FAILED, Code, HarnessError
+from ..errors import SANDBOX_ESCAPE, TOOL_FAILED, Code, HarnessError
 from ..model.seam import ToolCall, ToolSpec
 from ..records import record
 from ..session.events import ToolOutput as ToolOutput
@@ -28,6 +28,7 @@ __all__ = [
     "Access",
     "AccessKind",
     "Invocation",
+    "SandboxEscape",
     "Tool",
     "ToolError",
     "ToolOutput",
@@ -45,6 +46,26 @@ class ToolError(HarnessError):
 
     def __init__(self, message: str, code: Code = TOOL_FAILED) -> None:
         super().__init__(message, code)
+
+
+class SandboxEscape(HarnessError):
+    """A sandboxed command ran, and left what dsh could not set aside (SPEC 10.12): the call
+    is answered with ``output``, and then the turn fails and the run stops, never goes on.
+
+    The one tool failure that ends a turn: what stayed would run outside the sandbox (the
+    user's next ``git``, dsh's next start) or steer the next session.
+    """
+
+    def __init__(self, output: ToolOutput, paths: Iterable[str]) -> None:
+        self.output = output
+        self.paths = tuple(paths)
+        shown = ", ".join(self.paths)
+        super().__init__(
+            f"a sandboxed command left {shown}, which dsh could not set aside: it would run or "
+            "steer something outside the sandbox; dsh stopped, look at it (and remove it) "
+            "before you run git or dsh there again",
+            SANDBOX_ESCAPE,
+        )
 
 
 @record

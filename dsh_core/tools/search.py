@@ -169,7 +169,8 @@ class GrepTool:
             if one_file:  # named by the call: searched even if ignored
                 name = os.path.basename(target.real)
                 if name_filter is None or wanted(name):
-                    _search(target.real, regex, needle, target.shown, found, walk)
+                    with walk.one_file(target.real) as path:  # not through a swapped link
+                        _search(path, regex, needle, target.shown, found, walk)
             else:
                 rules = rules_above(target.real, str(self.workspace.root))
                 choose = None if name_filter is None else wanted
@@ -182,7 +183,8 @@ class GrepTool:
                             continue
                         if not _leads_to_a_file(entry):  # a directory, a FIFO: nothing to read
                             continue
-                    if _search(entry.path, regex, needle, prefix + relative, found, walk):
+                    name, held = walk.reach(entry)  # in the directory listed, not a swap
+                    if _search(name, regex, needle, prefix + relative, found, walk, held):
                         break
             return _grep_result(found, pattern, target, walk)
 
@@ -219,16 +221,22 @@ def _leads_to_a_file(entry: os.DirEntry[str]) -> bool:
 
 
 def _search(
-    path: str, regex: LinearRegex, needle: bytes, shown: str, found: list[str], walk: Walk
+    path: str,
+    regex: LinearRegex,
+    needle: bytes,
+    shown: str,
+    found: list[str],
+    walk: Walk,
+    dir_fd: int | None = None,
 ) -> bool:
     """Add ``path``'s matching lines to ``found``; True once it holds one more than the cap, or
     when the walk was told to stop.
 
     ``needle``: bytes every match starts with (b"" when unknown): a file read whole without
-    them is not searched.
+    them is not searched. ``dir_fd``: the directory the walk holds ``path`` in.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=dir_fd)
     except OSError:
         walk.unreadable.append(shown)
         return False

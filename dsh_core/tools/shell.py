@@ -46,7 +46,7 @@ from ..trust.launchers import UNSANDBOXED, DeferredLauncher, Launcher, Sandbox
 from ..trust.planted import planted
 from ..trust.workspace import Workspace
 from . import specs
-from .base import Access, Invocation, ToolError, ToolOutput
+from .base import Access, Invocation, SandboxEscape, ToolError, ToolOutput
 from .process import DEFAULT_TIMINGS, CappedOutput, Completion, Timings, run_child, signal_name
 from .specs import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S, OUTPUT_LIMIT
 
@@ -307,7 +307,10 @@ class BashTool:
                 raise ToolError(f"could not start {launch.argv[0]} in {workspace.root}") from exc
             finally:
                 output.close()
-        return _result(completion, output, timeout_s, sandbox, launch.notes)
+        result = _result(completion, output, timeout_s, sandbox, launch.notes)
+        if launch.escaped:
+            raise SandboxEscape(result, launch.escaped)
+        return result
 
 
 def _command(arguments: Mapping[str, Any]) -> str:

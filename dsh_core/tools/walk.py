@@ -13,6 +13,14 @@ leave out:
   yielded; :meth:`Walk.barrier` says whether it may be read through (only into the working
   directory, or into the search directory when that is outside and was approved; never into a
   credential location or dsh's own process files).
+- A directory swapped for a symlink while the walk goes on (``mv src x; ln -s ~/.ssh src``
+  between two listings) is not followed either: the walk holds each directory open and opens
+  the next one from it without following a link (the ``beneath`` discipline of
+  :mod:`dsh_core.trust.beneath`, as ``write`` and ``edit`` do; SPEC 10.11), starting from the
+  search directory opened with no link on its way. The entries it yields are listed from the
+  directory it holds (their ``stat`` is relative to it), and :meth:`Walk.reach` gives a file's
+  name and that directory's descriptor to open it by: what a caller opens is in the directory
+  that was listed, whatever was renamed since.
 - Credential locations (``~/.ssh``, ``DSH_HOME``, ... of :mod:`dsh_core.trust.policy`) and dsh's own
   ``/proc/<pid>`` are stepped around (SPEC 10.4): a walk over ``~`` or ``/`` never enters them.
   One asked for by name, approved by a person, is walked.
@@ -25,6 +33,7 @@ once its ``stop`` is set.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import re
@@ -37,6 +46,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ..trust.beneath import HeldDirectory
 from ..trust.credentials import Credentials, own_process_reason
 from .base import ToolError
 from .linear import LinearRegex, check_length, linear_regex, literal
@@ -208,6 +218,11 @@ class Walk:
     """Credential locations stepped around, as shown (``~/.ssh``), once per place."""
     own_process: list[str] = field(default_factory=list)
     """dsh's own ``/proc`` files stepped around."""
+    swapped: list[str] = field(default_factory=list)
+    """Directories that had become symlinks when the walk came to them: not followed."""
+    _here: tuple[str, HeldDirectory] | None = field(default=None, repr=False)
+    """The directory whose entries are being yielded: its path from the start, and its
+    descriptor."""
 
     def files(
         self,
@@ -222,51 +237,111 @@ class Walk:
         of a directory before its subdirectories) when ``ordered``.
 
         ``want(relative)`` picks files before the ignore rules are asked (it is cheaper);
-        ``depth`` is how many levels below ``start`` to go (None: all).
+        ``depth`` is how many levels below ``start`` to go (None: all). ``start`` is absolute
+        and resolved; one that leads through a symlink now was swapped since it was resolved,
+        and is a ToolError. An entry is valid until the next one is asked for; its ``path`` is
+        its name only: open it by :meth:`reach`, judge it by :meth:`logical`.
         """
-        pending: list[tuple[str, str, tuple[IgnoreRules, ...], int]] = [(start, "", rules, 0)]
-        while pending:
-            if self.stop.is_set():
-                return
-            directory, relative, rules, level = pending.pop()
+        held: list[HeldDirectory] = []
+        first = _held_start(start, held)
+        pending: list[tuple[HeldDirectory, str, str, str, tuple[IgnoreRules, ...], int]] = [
+            (first, "", start, "", rules, 0)
+        ]
+        try:
+            while pending:
+                if self.stop.is_set():
+                    return
+                parent, name, directory, relative, rules, level = pending.pop()
+                here = parent if not name else parent.child(name, held)
+                if name:
+                    parent.release()
+                if here is None:  # a symlink now, or gone: what was listed is not there
+                    self._came_apart(directory, relative)
+                    continue
+                try:
+                    with os.scandir(here.fd) as scan:
+                        entries = sorted(scan, key=_NAME) if ordered else list(scan)
+                except OSError:
+                    self.unreadable.append(relative or ".")
+                    here.release()
+                    continue
+                fences = self._fences(directory)
+                files: list[tuple[str, os.DirEntry[str]]] = []
+                below: list[os.DirEntry[str]] = []
+                has_rules = False
+                for entry in entries:
+                    name = entry.name
+                    if name == ".git":
+                        continue
+                    if fences and name in fences:
+                        self._step_around(fences[name], os.path.join(directory, name))
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth is None or level < depth:
+                            below.append(entry)
+                    elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                        has_rules = has_rules or name == ".gitignore"
+                        path = relative + name
+                        if want is None or want(path):
+                            files.append((path, entry))
+                held_path = here.listed(directory)
+                if has_rules and (rule := _load_rules(held_path, base=directory)) is not None:
+                    rules = (*rules, rule)
+                if rules:  # one search over the directory's names, not one per name
+                    names = [entry.name for _, entry in files] + [e.name + "/" for e in below]
+                    if ignored := _ignored_in(rules, directory, names):
+                        count = len(files)
+                        files = [f for n, f in enumerate(files) if n not in ignored]
+                        below = [e for n, e in enumerate(below, count) if n not in ignored]
+                self._here = directory, here
+                yield from files
+                self._here = None
+                here.hold(len(below))
+                here.release()
+                pending.extend(
+                    (
+                        here,
+                        entry.name,
+                        os.path.join(directory, entry.name),
+                        f"{relative}{entry.name}/",
+                        rules,
+                        level + 1,
+                    )
+                    for entry in reversed(below)
+                )
+        finally:
+            for handle in held:
+                handle.close()
+
+    @contextlib.contextmanager
+    def one_file(self, path: str) -> Iterator[str]:
+        """A path that reaches the file ``path`` (absolute, resolved) as it is now, opened from
+        ``/`` without following a symlink (``/proc/self/fd/N``): for a search of that one file,
+        which a swap cannot lead elsewhere; ToolError if a symlink is on its way now."""
+        held: list[HeldDirectory] = []
+        directory = _held_start(os.path.dirname(path), held)
+        try:
             try:
-                with os.scandir(directory) as scan:
-                    entries = sorted(scan, key=_NAME) if ordered else list(scan)
-            except OSError:
-                self.unreadable.append(relative or ".")
-                continue
-            fences = self._fences(directory)
-            files: list[tuple[str, os.DirEntry[str]]] = []
-            below: list[os.DirEntry[str]] = []
-            has_rules = False
-            for entry in entries:
-                name = entry.name
-                if name == ".git":
-                    continue
-                if fences and name in fences:
-                    self._step_around(fences[name], entry.path)
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if depth is None or level < depth:
-                        below.append(entry)
-                elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
-                    has_rules = has_rules or name == ".gitignore"
-                    path = relative + name
-                    if want is None or want(path):
-                        files.append((path, entry))
-            if has_rules and (rule := _load_rules(directory)) is not None:
-                rules = (*rules, rule)
-            if rules:  # one search over the directory's names, not one per name
-                names = [entry.name for _, entry in files] + [e.name + "/" for e in below]
-                if ignored := _ignored_in(rules, directory, names):
-                    count = len(files)
-                    files = [f for n, f in enumerate(files) if n not in ignored]
-                    below = [e for n, e in enumerate(below, count) if n not in ignored]
-            yield from files
-            pending.extend(
-                (entry.path, f"{relative}{entry.name}/", rules, level + 1)
-                for entry in reversed(below)
-            )
+                fd = os.open(os.path.basename(path), _FILE, dir_fd=directory.fd)
+            except OSError as exc:
+                raise ToolError(f"cannot search {path}") from exc
+            try:
+                yield f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else path
+            finally:
+                os.close(fd)
+        finally:
+            directory.close()
+
+    def _came_apart(self, directory: str, relative: str) -> None:
+        """Note a directory that could not be opened from its parent when the walk came to it."""
+        try:
+            is_link = stat.S_ISLNK(os.lstat(directory).st_mode)
+        except OSError:
+            return  # gone meanwhile: nothing in it to find
+        if is_link:
+            self.swapped.append(relative.rstrip("/"))
+        else:
+            self.unreadable.append(relative or ".")
 
     def _fences(self, directory: str) -> dict[str, str]:
         """What not to enter in ``directory``, by name: credentials, dsh's own process."""
@@ -281,11 +356,23 @@ class Walk:
         else:
             self.fenced.append(why)
 
+    def logical(self, entry: os.DirEntry[str]) -> str:
+        """Where ``entry`` (the one :meth:`files` yielded last) is, as a path from its start."""
+        assert self._here is not None, "only while the walk yields the entry"
+        return os.path.join(self._here[0], entry.name)
+
+    def reach(self, entry: os.DirEntry[str]) -> tuple[str, int]:
+        """How to open ``entry`` (the one :meth:`files` yielded last): its name, and the
+        descriptor of the directory the walk holds it in (``os.open(name, flags, dir_fd=fd)``),
+        so a rename since cannot lead it elsewhere."""
+        assert self._here is not None, "only while the walk yields the entry"
+        return entry.name, self._here[1].fd
+
     def barrier(self, entry: os.DirEntry[str]) -> str | None:
         """Why the file a symlink leads to may not be read (None: it may): it leads outside
         (``"outside"``), or into a credential location or dsh's own process (counted, as
         :meth:`skip` does)."""
-        real, passed = real_path(entry.path)
+        real, passed = real_path(self.logical(entry))
         if any(own_process_reason(step) is not None for step in passed):
             return _OWN_PROCESS
         credentials = self.credentials.reason(real) if self.credentials is not None else None
@@ -306,6 +393,12 @@ class Walk:
             notes.append(counted(self.binary, "binary file"))
         if self.symlinks_out:
             notes.append(counted(self.symlinks_out, "symlink") + " leading outside")
+        if self.swapped:
+            shown = ", ".join(list_name(d) for d in self.swapped[:5])
+            notes.append(
+                f"{counted(len(self.swapped), 'directory')} replaced by a symlink while "
+                f"searched, not followed: {shown}"
+            )
         if self.fenced:
             places = Counter(self.fenced)
             shown = ", ".join(p if n == 1 else f"{p} ({n:,})" for p, n in places.items())
@@ -317,6 +410,21 @@ class Walk:
             more = ", ..." if len(self.unreadable) > 5 else ""
             notes.append(f"{len(self.unreadable):,} unreadable: {shown}{more}")
         return [f"[skipped: {'; '.join(notes)}]"] if notes else []
+
+
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def _held_start(start: str, held: list[HeldDirectory]) -> HeldDirectory:
+    """``start``, opened from ``/`` without following any symlink on the way (it was resolved:
+    a link there now was swapped in since); ToolError if it cannot be."""
+    try:
+        return HeldDirectory.beneath("/", start.lstrip("/"), held)
+    except OSError as exc:
+        raise ToolError(
+            f"cannot walk {start}: it changed since it was resolved (a symlink on its way now, "
+            "or gone); ask again"
+        ) from exc
 
 
 _OWN_PROCESS = "dsh's own process"

@@ -3,6 +3,11 @@
     fd, created = open_directory("/work/project", "src/pkg", create=True)
     # fd: a descriptor on /work/project/src/pkg; created: ["src", "src/pkg"] if both were made
 
+    held: list[HeldDirectory] = []
+    top = HeldDirectory.beneath("/", "work/project", held)   # a walk's start
+    sub = top.child("src", held)                              # None: a symlink there now
+    os.scandir(sub.listed("/work/project/src"))               # what was opened, not a swap
+
 ``write`` and ``edit`` check a path with its symlinks followed (a symlink is judged by where it
 leads), then write to where it led: the directory is opened by its resolved path from the
 working directory (``/`` for a path a person allowed outside), and a symlink met on the way is
@@ -25,7 +30,7 @@ import stat
 
 from ..fileio import fsync_descriptor
 
-__all__ = ["open_directory"]
+__all__ = ["HeldDirectory", "open_directory"]
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -139,3 +144,51 @@ def _open_below(fd: int, name: str) -> int:
         if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
         raise
+
+
+class HeldDirectory:
+    """A directory held open while a walk uses it (``glob`` and ``grep``), and how many still
+    need it: itself while its entries are in use, each subdirectory until it is opened from it.
+    Each is in ``held``, to be closed however the walk ends."""
+
+    def __init__(self, fd: int, held: list[HeldDirectory]) -> None:
+        self.fd = fd
+        self.users = 1
+        held.append(self)
+
+    @classmethod
+    def beneath(cls, base: str, relative: str, held: list[HeldDirectory]) -> HeldDirectory:
+        """``base/relative``, opened without following any symlink (:func:`open_directory`);
+        OSError when a symlink is on the way."""
+        fd, _ = open_directory(base, relative)
+        return cls(fd, held)
+
+    def child(self, name: str, held: list[HeldDirectory]) -> HeldDirectory | None:
+        """The directory ``name`` in this one, not through a symlink; None if it is not one."""
+        try:
+            fd = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=self.fd)
+        except OSError:
+            return None
+        return HeldDirectory(fd, held)
+
+    def listed(self, directory: str) -> str:
+        """The path that reaches this very directory (``/proc/self/fd/N``): opening what is in
+        it by that path cannot be led elsewhere by a rename. Without ``/proc``, ``directory``."""
+        return f"/proc/self/fd/{self.fd}" if _PROC_FD else directory
+
+    def hold(self, more: int) -> None:
+        self.users += more
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users <= 0:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_PROC_FD = os.path.isdir("/proc/self/fd")
+"""Whether a held directory can be named by its descriptor (not in a chroot without /proc)."""

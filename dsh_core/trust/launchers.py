@@ -38,6 +38,9 @@ class Launch:
     (bubblewrap puts the sandbox in a session of its own); None: the command's own group."""
     notes: list[str] = field(default_factory=list)
     """Lines for the result, added when the launch context exits (what the sandbox undid)."""
+    escaped: list[str] = field(default_factory=list)
+    """What the command left that the sandbox could not undo, added when the launch context
+    exits: the run must stop (SPEC 10.12, ``SANDBOX_ESCAPE``)."""
 
 
 class Launcher(Protocol):

@@ -185,9 +185,10 @@ class Scan(Protocol):
 
 
 Missing = Literal["directory", "file", "tripwire"]
-"""What the sandbox does with a kept path that does not exist: an empty read-only directory or
-file there while a command runs, or a look afterwards (a *tripwire*: what a command made there
-is removed)."""
+"""What a kept path that does not exist would be once made: a directory, a file, or either (a
+*tripwire*). The sandbox stands nothing there while a command runs (a mount point would be
+made in the person's tree, SPEC 10.12): it looks afterwards, and sets aside what a command
+made there (:func:`.confinement.undo`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +245,15 @@ def inventory(
     taking.take(root / AGENTS_FILE, AGENTS_FILE, "file")
     for path in found.protected if found else ():
         taking.take(path, f"{path.name}/" if path.name in PROTECTED_DIR_NAMES else path.name)
+    taking.follow_links()
     return Inventory(tuple(taking.kept), tuple(taking.gitdirs))
+
+
+LINK_BUDGET = 2_000
+"""Directory entries looked at, per inventory, for links out of kept directories (hooks, skill
+folders): past it, links deeper in are not followed (a tree of 10,000 skills costs no more)."""
+LINK_DEPTH = 3
+"""Levels below a kept directory looked at for links: ``.agents/skills/x/tool -> ...``."""
 
 
 class _Taking:
@@ -263,13 +272,13 @@ class _Taking:
             self.kept.append(Kept(resolved, reason, missing))
 
     def repository(self, directory: Path, *, top: bool) -> None:
-        """A repository's ``.git``: a directory, a ``gitdir:`` file, or (at the top) missing."""
+        """A repository's ``.git``: a directory or a ``gitdir:`` file. One that is missing
+        keeps nothing: a ``.git`` a command makes is a new git directory, looked at after it
+        (:func:`.confinement.undo`)."""
         dot_git = directory / ".git"
         mode = _mode(dot_git)
         shown = self._shown(dot_git)
         if mode is None:
-            if top:
-                self.take(dot_git, shown, "directory")
             return
         if stat.S_ISREG(mode):
             self.take(dot_git, shown)  # the pointer: rewritten, it would lead git elsewhere
@@ -291,12 +300,16 @@ class _Taking:
             return
         self.gitdirs.append(gitdir)
         entries = {name: _mode(gitdir / name) for name in GIT_PROTECTED_NAMES}
-        if _mode(gitdir / "HEAD") is None or any(
-            mode is not None and stat.S_ISLNK(mode) for mode in entries.values()
-        ):
-            self.kept.append(Kept(gitdir, shown))  # not a repository (yet), or an entry that
-            return  # leads elsewhere: whole
         linked = entries["commondir"] is not None  # a linked worktree's, or a redirected one
+        if (
+            _mode(gitdir / "HEAD") is None
+            or any(mode is not None and stat.S_ISLNK(mode) for mode in entries.values())
+            or (entries["hooks"] is None and not linked)
+        ):
+            # Not a repository (yet), an entry that leads elsewhere, or no hooks directory
+            # (nothing may stand in for it in the person's tree): the whole of it is kept.
+            self.kept.append(Kept(gitdir, shown))
+            return
         for name, mode in entries.items():
             path = gitdir / name
             reason = f"{shown}/{name}" + ("/" if name == "hooks" else "")
@@ -305,7 +318,7 @@ class _Taking:
             elif linked and name in ("config", "hooks"):
                 continue  # git takes these from the common directory, kept on its own
             else:
-                self.kept.append(Kept(path, reason, "directory" if name == "hooks" else "tripwire"))
+                self.kept.append(Kept(path, reason, "tripwire"))
         for name in ("config", "config.worktree"):
             if entries[name] is not None:
                 self.named_by(gitdir / name, top=top)
@@ -326,8 +339,68 @@ class _Taking:
             missing: Missing = "directory" if named.directory else "tripwire"
             self.take(named.path, _shown_key(named.reason, self.root), missing)
 
+    def follow_links(self) -> None:
+        """Keep where the links in kept places lead, when inside (SPEC 10.13): a hook linked
+        to the tree's ``hooks/pre-commit``, ``.agents/skills -> ../.claude/skills``, a
+        ``.git/config`` that is a link. Each target is kept like the link's place, and the links
+        in a directory it leads to are followed too (each place once). What dsh runs (its
+        installation, its MCP servers' files) is followed only where it is itself a link: a
+        venv's links lead to its own parts, and a venv is large."""
+        budget = [LINK_BUDGET]
+        pending = list(self.kept)
+        looked: set[Path] = set()
+        while pending:
+            item = pending.pop()
+            if item.path in looked:
+                continue
+            looked.add(item.path)
+            for link in _links(item.path, budget, below=item.runner == "git"):
+                target = Path(os.path.realpath(link))
+                if not inside(target, self.root) or any(
+                    under(target, kept.path) for kept in self.kept
+                ):
+                    continue
+                reason = f"{self._shown(link)} -> {self._shown(target)}"
+                kept = Kept(target, reason, None, item.runner)
+                self.kept.append(kept)
+                pending.append(kept)
+
     def _shown(self, path: Path) -> str:
         return os.path.relpath(path, self.root) if under(path, self.root) else str(path)
+
+
+def _links(place: Path, budget: list[int], *, below: bool) -> list[Path]:
+    """``place`` itself if it is a link, and (``below``) the links under it (:data:`LINK_DEPTH`
+    levels, not into the bulk of a git directory), while ``budget[0]`` entries last."""
+    mode = _mode(place)
+    if mode is None:
+        return []
+    if stat.S_ISLNK(mode):
+        return [place]
+    found: list[Path] = []
+    pending = [(str(place), 0)] if below and stat.S_ISDIR(mode) else []
+    while pending and budget[0] > 0:
+        directory, level = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        budget[0] -= len(entries)
+        for entry in entries:
+            if entry.is_symlink():
+                found.append(Path(entry.path))
+            elif (
+                level + 1 < LINK_DEPTH
+                and entry.name not in _NOT_LOOKED_INTO
+                and entry.is_dir(follow_symlinks=False)
+            ):
+                pending.append((entry.path, level + 1))
+    return found
+
+
+_NOT_LOOKED_INTO = frozenset(("objects", "refs", "logs", "lfs"))
+"""A git directory's bulk: links there lead nowhere git runs code from."""
 
 
 def _shown_key(reason: str, root: Path) -> str:

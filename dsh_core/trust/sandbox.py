@@ -22,7 +22,10 @@ What :class:`Bwrap` gives a command:
   ``/proc/sys`` read-only (uid 0 could otherwise write the host's sysctls);
 - inside the working directory, what :mod:`.confinement` keeps: dsh's own installation, git's
   configuration and hooks, ``.dsh/`` and ``.agents/`` read-only, and the directories above them
-  pinned (SPEC 10.1, 10.2); the user's credentials and ``DSH_HOME`` empty (SPEC 10.4);
+  pinned (SPEC 10.1, 10.2); the user's credentials and ``DSH_HOME`` empty (SPEC 10.4), and
+  ``DSH_HOME`` empty and read-only even when the working directory is in it (SPEC 10.14).
+  Nothing is made in the person's tree for a mount: what is missing is looked at afterwards,
+  and an empty file is bwrap's own (``--ro-bind-data`` from an empty pipe), not one of ours;
 - no network (``--unshare-net``: only a loopback of its own) unless network is allowed;
 - no sockets that reach outside, network or not: a seccomp filter (:mod:`.seccomp`) refuses
   ``socket()`` for every family but IPv4, IPv6 and netlink, so no unix socket (docker's, an
@@ -200,6 +203,11 @@ class Bwrap:
         network = "network allowed" if self.network else "no network"
         reads = "reads all but your credentials"
         root, home = self.root, self.home
+        if self.sealed:
+            return (
+                f"(sandboxed: writes nothing — {root} is in dsh's home {self.dsh_home}, which "
+                f"commands can neither see nor change; {network})"
+            )
         if root == Path("/"):
             warning = "writes anywhere under / — the working directory is the root"
         elif home is not None and root == home:
@@ -209,6 +217,13 @@ class Bwrap:
         else:
             return f"(sandboxed: writes only {root}, {reads}, {network})"
         return f"(sandboxed: {warning}; {reads}; {network})"
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the working directory is ``DSH_HOME`` or lies inside it (SPEC 10.14)."""
+        from .policy import under
+
+        return self.dsh_home is not None and under(self.root, self.dsh_home)
 
     def confinement(self) -> Confinement:
         """What the sandbox keeps and hides inside ``root`` now (looked at for each command)."""
@@ -231,9 +246,23 @@ class Bwrap:
         protection = Protection(self.root, self.installation, self.scan, self.home, self.started)
         return protection.inventory()
 
-    def arguments(self, plan: Confinement | None = None) -> list[str]:
-        """bwrap's options, in the order they must be applied (later mounts cover earlier)."""
+    def arguments(
+        self, plan: Confinement | None = None, descriptors: list[int] | None = None
+    ) -> list[str]:
+        """bwrap's options, in the order they must be applied (later mounts cover earlier).
+
+        ``descriptors`` receives the read ends of the empty pipes bwrap copies a hidden file's
+        contents from (``--ro-bind-data``): the caller passes them to bwrap and closes them.
+        Without it they are closed at once (for a look at the options only).
+        """
         plan = self.confinement() if plan is None else plan
+        if descriptors is None:
+            looked: list[int] = []
+            try:
+                return self.arguments(plan, looked)
+            finally:
+                for fd in looked:
+                    os.close(fd)
         root = str(self.root)
         whole = self.root == Path("/")
         options = ["--ro-bind", "/", "/"]
@@ -244,18 +273,25 @@ class Bwrap:
             if os.path.exists(knob):
                 options += ["--ro-bind", knob, knob]
         options += ["--tmpfs", "/tmp"]
-        if not whole:  # after /tmp: a working directory under /tmp goes on top of the tmpfs
-            options += ["--bind", root, root]
-        for path in plan.pinned:  # a mount point: cannot be renamed away and replaced
-            options += ["--bind", str(path), str(path)]
-        for path in plan.read_only:
-            options += ["--ro-bind", str(path), str(path)]
-        for path in plan.placeholders:
-            options += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        if plan.sealed is not None:
+            # DSH_HOME holds the working directory: both empty and read-only, nothing inside
+            # bound back (the mount points are made in the tmpfs, not in the person's tree).
+            sealed = str(plan.sealed)
+            options += ["--tmpfs", sealed]
+            if root != sealed:
+                options += ["--dir", root]
+            options += ["--remount-ro", sealed]
+        else:
+            if not whole:  # after /tmp: a working directory under /tmp goes on its tmpfs
+                options += ["--bind", root, root]
+            for path in plan.pinned:  # a mount point: cannot be renamed away and replaced
+                options += ["--bind", str(path), str(path)]
+            for path in plan.read_only:
+                options += ["--ro-bind", str(path), str(path)]
         for path in plan.hidden_dirs:
             options += ["--tmpfs", str(path)]
-        for path in (*plan.placeholder_files, *plan.hidden_files):
-            options += ["--ro-bind", empty_file(), str(path)]  # reads as empty, stays put
+        for path in plan.hidden_files:  # reads as empty, stays put, and no file of ours
+            options += ["--ro-bind-data", str(_empty_reader(descriptors)), str(path)]
         if not self.network:
             options.append("--unshare-net")
         options += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
@@ -267,10 +303,25 @@ class Bwrap:
         """``[bwrap, ..., "--", *argv]`` with its seccomp filter and the pipe that says where
         the sandbox's first process is; on exit, undo what the confinement asks to undo."""
         plan = self.confinement()
+        with self._launch(argv, plan) as launch:
+            try:
+                yield launch
+            finally:
+                from .confinement import undo
+
+                found = self.scan.found() if self.scan is not None else None
+                done = undo(plan, self.inventory(), found)
+                launch.notes += done.notes
+                launch.escaped += done.escaped
+
+    @contextlib.contextmanager
+    def _launch(self, argv: Sequence[str], plan: Confinement) -> Iterator[Launch]:
+        """The launch of ``argv`` under ``plan``, its descriptors closed on the way out."""
         own: list[int] = []  # descriptors to close on the way out, whatever happens
         try:
-            options = self.arguments(plan)
             passed: list[int] = []
+            options = self.arguments(plan, passed)
+            own += passed
             if self.seccomp is not None:
                 read_end, write_end = os.pipe()
                 own.append(read_end)
@@ -284,18 +335,11 @@ class Bwrap:
             own += [info_read, info_write]
             options += ["--info-fd", str(info_write)]
             passed.append(info_write)
-            launch = Launch(
+            yield Launch(
                 [self.program, *options, "--", *argv],
                 pass_fds=tuple(passed),
                 signal_group=_FirstProcess(info_read),
             )
-            try:
-                yield launch
-            finally:
-                from .confinement import undo
-
-                found = self.scan.found() if self.scan is not None else None
-                launch.notes += undo(plan, self.inventory(), found)
         finally:
             for fd in own:
                 os.close(fd)
@@ -330,25 +374,13 @@ class Bwrap:
         )
 
 
-@functools.cache
-def empty_file() -> str:
-    """An empty read-only file, one per process: what a hidden file (a credential, a file
-    holding the key) or a missing ``AGENTS.md`` is inside the sandbox. It reads as empty and a
-    write is refused as read-only; ``/dev/null`` would not do, since bwrap binds it ``nodev``
-    and opening it is refused. Removed when dsh exits."""
-    import atexit
-    import tempfile
-
-    fd, path = tempfile.mkstemp(prefix="dsh-empty-")
-    os.close(fd)
-    os.chmod(path, 0o444)
-    atexit.register(_remove, path)
-    return path
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+def _empty_reader(descriptors: list[int]) -> int:
+    """The read end of a pipe whose write end is closed (it reads as empty), added to
+    ``descriptors``."""
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    descriptors.append(read_end)
+    return read_end
 
 
 class _FirstProcess:
@@ -500,29 +532,32 @@ def probe_bwrap(
 
 @functools.cache
 def _probe(program: str, network: bool) -> str | None:
+    """Whether ``program`` runs a command under the sandbox's options (in ``/``, nothing kept:
+    the command is ours); the answer, cached for the process. It makes nothing on the disk
+    (a temporary directory would stay after a kill of dsh during the probe)."""
     import subprocess
-    import tempfile
+
+    from .confinement import Confinement
 
     marker = "dsh-sandbox-probe"
-    with tempfile.TemporaryDirectory(prefix="dsh-sandbox-probe-") as directory:
-        root = Path(os.path.realpath(directory))
-        sandbox = Bwrap(root, network=network, program=program)
-        try:
-            with sandbox.launch(["/bin/sh", "-c", f"echo {marker}"]) as launch:
-                done = subprocess.run(
-                    launch.argv,
-                    cwd=root,
-                    env=child_environment(),  # as every command's: never the key
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=_PROBE_TIMEOUT_S,
-                    pass_fds=launch.pass_fds,
-                    check=False,
-                )
-        except subprocess.TimeoutExpired:
-            return f"{program} did not finish a probe command in {_PROBE_TIMEOUT_S:g} s"
-        except OSError as exc:
-            return f"{program} could not be started: {error_chain(exc)}"
+    sandbox = Bwrap(Path("/"), network=network, program=program)
+    plan = Confinement(Path("/"))
+    try:
+        with sandbox._launch(["/bin/sh", "-c", f"echo {marker}"], plan) as launch:
+            done = subprocess.run(
+                launch.argv,
+                cwd="/",
+                env=child_environment(),  # as every command's: never the key
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT_S,
+                pass_fds=launch.pass_fds,
+                check=False,
+            )
+    except subprocess.TimeoutExpired:
+        return f"{program} did not finish a probe command in {_PROBE_TIMEOUT_S:g} s"
+    except OSError as exc:
+        return f"{program} could not be started: {error_chain(exc)}"
     if done.returncode == 0 and done.stdout.decode(errors="replace").strip() == marker:
         return None
     said = " ".join(done.stderr.decode(errors="replace").split())

@@ -20,14 +20,14 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
 
 from dsh_core.chain import error_chain
-from dsh_core.errors import HarnessError
+from dsh_core.errors import SANDBOX_ESCAPE, HarnessError
 from dsh_core.session.events import TurnStart
 
 from ..config import StartupError
 from ..render import neutralise
 from ..runtime import Runtime, shown_url
 from ..signals import Stopper
-from ..status import EXIT_OK
+from ..status import EXIT_FAILED, EXIT_OK
 from ..tty import colour_wanted
 from .approve import TerminalQuestion
 from .bell import Attention
@@ -394,10 +394,15 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
             started = time.monotonic()
             composer.typeahead.listen()
             try:
-                await runtime.run_turn(message, runtime.view(out, terminal=True))
+                end = await runtime.run_turn(message, runtime.view(out, terminal=True))
             finally:
                 composer.typeahead.pause()
             attention.turn_ended(time.monotonic() - started)
+            if end.failure is not None and end.failure.code == SANDBOX_ESCAPE:
+                # What the command left would run outside the sandbox: no next turn (SPEC 10.12).
+                out.write("dsh: stopped: the sandbox could not undo what a command left\n")
+                out.flush()
+                return EXIT_FAILED
     except asyncio.CancelledError:
         if stopper.status is None:
             raise

@@ -353,12 +353,12 @@ def test_a_hundred_megabytes_of_output(
         proc.stdin.write(b"toolbash\n")
         proc.stdin.flush()
         small = proc.stdout.readline()  # the turn is over: its final answer has arrived
-        before_kib = proc_status(proc.pid)["VmHWM"]
+        before_kib = proc_status(proc.pid, fds=False)["VmHWM"]
         stub.enqueue(ToolCalls((("bash", json.dumps({"command": command})),)))
         proc.stdin.write(b"flood\n")
         proc.stdin.flush()
         answer = proc.stdout.readline()
-        peak_kib = proc_status(proc.pid)["VmHWM"]  # dsh's own peak, before it exits
+        peak_kib = proc_status(proc.pid, fds=False)["VmHWM"]  # dsh's own peak, before it exits
         out, err = proc.communicate(timeout=HANG)  # closes stdin: end of input
     finally:
         if proc.poll() is None:

@@ -20,7 +20,6 @@ import pytest
 
 from dsh_core.clock import LOOP_CLOCK, Clock
 from dsh_core.testing import HttpError, ManualClock, StubServer, closed_port
-from tests.dsh_stdio.test_agent_terminal import bash
 from tests.dsh_stdio.test_process import session_events
 from tests.dsh_stdio.test_session_context import NAMED, system_of
 from tests.dsh_stdio.test_terminal_habits import events, session_of
@@ -225,24 +224,22 @@ def test_a_bad_agents_file_is_named_and_the_run_goes_on(
 # SPEC 12 on a pipe: where a resumed session runs, when a pipe stops, next steps, ids.
 
 
-def test_a_session_resumed_from_another_directory_runs_in_its_own(
+def test_a_session_resumed_from_another_directory_on_a_pipe_is_refused_with_the_way_out(
     dsh_env: dict[str, str], home: Path, tmp_path: Path, stub: StubServer
 ) -> None:
+    # SPEC 10.14: a person confirms a directory that is not this one; on a pipe nobody can
+    # (tests/security/test_r14_dsh_home.py asks on a terminal, and runs there after a yes).
     started, elsewhere = tmp_path / "started", tmp_path / "elsewhere"
     started.mkdir()
     elsewhere.mkdir()
     first = run_dsh(dsh_env, started, stdin="hello\n")
     session = session_of(first.stderr)
-
-    stub.enqueue(bash("pwd"))
-    result = run_dsh(dsh_env, elsewhere, "-r", session, "--allow", "shell", stdin="where am I\n")
-    assert result.returncode == 0, result.stderr
-    assert f"dsh: session {session} was started in {started}: running there\n" in result.stderr
-    [*_, outcome] = events(home, "tool/result")
-    assert outcome["content"] == f"{started}\n"  # the command ran there, not in elsewhere
-    system = stub.requests[-1]["messages"][0]
-    assert system["role"] == "system"
-    assert f"working directory: {started}" in system["content"].lower()
+    result = run_dsh(dsh_env, elsewhere, "-r", session, stdin="where am I\n")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert f"to resume it there: cd {started} && dsh -r {session}\n" in result.stderr
+    resumed = run_dsh(dsh_env, started, "-r", session, stdin="here\n")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [data["text"] for data in events(home, "user/message")] == ["hello", "here"]
 
 
 def test_a_session_whose_directory_is_gone_is_refused_with_the_way_out(

@@ -38,7 +38,7 @@ from dsh_core.trust.sandbox import choose_launcher
 from dsh_core.trust.workspace import Workspace
 from tests.support import CANARY_KEY
 
-__all__ = ["Attacker", "attacker_fixture", "evil_script", "git_env", "payload"]
+__all__ = ["Attacker", "attacker_fixture", "evil_script", "git_env", "payload", "remove_tree"]
 
 
 def payload(marker: Path) -> str:
@@ -159,6 +159,24 @@ class Attacker:
         return True
 
 
+def remove_tree(base: Path) -> None:
+    """``shutil.rmtree``, also where an attack made a directory unwritable (``chmod 555``):
+    as an ordinary user that would stop the removal."""
+
+    def writable_again(function: Any, path: str, exc: object) -> None:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        function(path)
+
+    for directory, names, _ in os.walk(base):
+        for name in names:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+    shutil.rmtree(base, onerror=writable_again)
+
+
 @pytest.fixture(name="attacker")
 def attacker_fixture() -> Iterator[Attacker]:
     base = Path(os.path.realpath(tempfile.mkdtemp(prefix="dsh-attack-", dir="/var/tmp")))
@@ -167,4 +185,4 @@ def attacker_fixture() -> Iterator[Attacker]:
             (base / name).mkdir()
         yield Attacker(base, base / "work", base / "home", base / "dsh-home", base / "payload-ran")
     finally:
-        shutil.rmtree(base)
+        remove_tree(base)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from dsh_core.trust.sandbox import probe_bwrap
 from tests import support
 from tests.dsh_stdio.test_agent_pipe import HANG, Run, assert_log_whole, data_of
 from tests.harness import run_in_process
+from tests.security._support_fixfiles import remove_tree
 from tests.support import CANARY_KEY, child_env
 
 __all__ = [
@@ -112,7 +112,7 @@ def scene_fixture() -> Iterator[Scene]:
                 base / "payload-ran",
             )
     finally:
-        shutil.rmtree(base)
+        remove_tree(base)
 
 
 def payload(marker: Path) -> str:

@@ -328,7 +328,7 @@ def test_a_sandboxed_command_cannot_plant_a_pth_in_a_python_servers_user_site(
     content = scene.content(
         f'd=$({SYSTEM_PYTHON} -m site --user-site) && mkdir -p "$d" && echo {pth} > "$d/zz.pth"'
     )
-    assert "[sandbox: removed .local/lib/python3." in content, content
+    assert "[sandbox: set aside .local/lib/python3." in content, content
     assert not list(scene.work.glob(".local/lib/python3*/site-packages"))
     run_in_process(scene.env, stdin="hello\n", cwd=scene.base)
     assert not scene.marker.exists()

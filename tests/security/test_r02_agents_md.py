@@ -6,7 +6,7 @@ its system prompt (SPEC 9). The review, ``--allow write``: ``write AGENTS.md "Al
 ..."``, and the next dsh had it in its system prompt, without a word. Now an ``AGENTS.md``
 anywhere in the tree is a protected path (a session started in a subdirectory loads that one
 too): ``write``/``edit`` ask every time and are refused on a pipe; the sandbox keeps existing
-ones read-only and a missing one at the top an empty read-only file while a command runs.
+ones read-only while a command runs, and sets aside one a command made (SPEC 10.12).
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ def test_a_command_cannot_change_agents_md_for_the_next_session(attacker: Attack
 @needs_bwrap
 def test_a_command_cannot_plant_a_missing_agents_md(attacker: Attacker) -> None:
     result = attacker.bash(f"echo '{INJECTION}' > AGENTS.md; echo done")
-    assert "AGENTS.md: Read-only file system" in result, result
-    assert not (attacker.work / "AGENTS.md").exists()  # the empty placeholder went with it
+    # Nothing stands in for it while the command runs (a placeholder would show in the
+    # person's tree): what the command made is set aside after it, nothing deleted.
+    assert "[sandbox: set aside AGENTS.md as AGENTS.md.disabled-by-dsh: " in result, result
+    assert not (attacker.work / "AGENTS.md").exists()
     assert INJECTION not in next_prompt(attacker.work)
 
 

@@ -96,7 +96,7 @@ def test_commondir_pointing_at_a_planted_repository_does_not_run_at_git_status(
     scene: Scene,
 ) -> None:
     # .git/commondir names the directory git takes config and hooks from; it cannot be a
-    # placeholder (git reads whatever is there), so dsh removes one the command made.
+    # placeholder (git reads whatever is there), so dsh sets aside one the command made.
     repository(scene.work, scene.env)
     result = scene.content(
         f"{write_script('evil.sh', scene.marker)} && git init -q --bare planted.git && "
@@ -106,8 +106,9 @@ def test_commondir_pointing_at_a_planted_repository_does_not_run_at_git_status(
     assert git(scene.work, scene.env, "status").returncode == 0
     assert not scene.marker.exists()
     assert result == (
-        "planted\n[sandbox: removed .git/commondir, which the command created: git would take "
-        "its configuration and hooks from it, outside the sandbox]\n"
+        "planted\n[sandbox: set aside .git/commondir as commondir.disabled-by-dsh: the command "
+        "created it, and git would take its configuration and hooks from it, outside the "
+        "sandbox]\n"
         "[sandbox: set aside planted.git/config as config.disabled-by-dsh: the command made the "
         "git directory planted.git, and it sets core.fsmonitor, which git would run outside the "
         "sandbox]"
@@ -115,19 +116,22 @@ def test_commondir_pointing_at_a_planted_repository_does_not_run_at_git_status(
     assert not (scene.work / ".git" / "commondir").exists()
 
 
-def test_new_repository_with_fsmonitor_cannot_be_made_in_the_working_directory(
+def test_new_repository_with_fsmonitor_made_in_the_working_directory_does_not_run(
     scene: Scene,
 ) -> None:
     # Not a repository: the user's prompt (or next `git status`) in it would run a new one's.
+    # No placeholder stands there while the command runs (it would be a mount point in the
+    # person's tree): the new repository is looked at afterwards, as a nested one is.
     result = scene.content(
-        f"{write_script('evil.sh', scene.marker)} && git init && "
+        f"{write_script('evil.sh', scene.marker)} && git init -q && "
         'git config core.fsmonitor "$PWD/evil.sh"'
     )
-    status = git(scene.work, scene.env, "status")
+    assert git(scene.work, scene.env, "status").returncode == 0
     assert not scene.marker.exists()
-    assert status.returncode == 128 and "not a git repository" in status.stderr
-    assert "Read-only file system" in result
-    assert not (scene.work / ".git").exists()  # the placeholder went with the command
+    assert result == (
+        "[sandbox: set aside .git/config as config.disabled-by-dsh: the command made the git "
+        "directory .git, and it sets core.fsmonitor, which git would run outside the sandbox]"
+    )
 
 
 def test_worktree_pointer_redirected_to_a_planted_repository_does_not_run(scene: Scene) -> None:
@@ -145,7 +149,8 @@ def test_worktree_pointer_redirected_to_a_planted_repository_does_not_run(scene:
 
 
 def test_skill_planted_in_agents_or_dsh_is_refused(scene: Scene) -> None:
-    # A skill steers every later session in this repository (SPEC 13). 0.2.0 wrote both.
+    # A skill steers every later session in this repository (SPEC 13). 0.2.0 wrote both. An
+    # existing .dsh is read-only; a missing .agents, made by the command, is set aside.
     (scene.work / ".dsh").mkdir()
     result = scene.content(
         "mkdir -p .agents/skills/helper; echo planted > .agents/skills/helper/SKILL.md; "
@@ -153,5 +158,6 @@ def test_skill_planted_in_agents_or_dsh_is_refused(scene: Scene) -> None:
     )
     assert not (scene.work / ".agents").exists()
     assert list((scene.work / ".dsh").iterdir()) == []
-    assert result.count("mkdir: cannot create directory") == 2
-    assert result.count(": Read-only file system\n") == 2
+    assert result.count("mkdir: cannot create directory") == 1
+    assert result.count(": Read-only file system\n") == 1
+    assert "[sandbox: set aside .agents as .agents.disabled-by-dsh: " in result, result

@@ -70,7 +70,7 @@ def test_a_write_that_would_make_a_git_directory(root: Path) -> None:
     assert guard.reason(str(root / "cache" / "config")) is None  # not one yet
     assert guard.reason(str(root / "cache" / "HEAD")) == "the git directory cache"
     (root / "cache" / "HEAD").write_text("ref: refs/heads/main\n")  # (a person said yes)
-    assert guard.reason(str(root / "cache" / "config")) == "cache/config"
+    assert guard.reason(str(root / "cache" / "config")) == "cache"  # no hooks/: kept whole
 
 
 def test_the_working_directory_and_outside_are_not_judged_here(root: Path) -> None:

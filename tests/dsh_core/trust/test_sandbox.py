@@ -379,7 +379,6 @@ def test_the_options(tmp_path: Path) -> None:
         f"--bind {work} {work}",
         f"--bind {work}/.git {work}/.git",
         f"--ro-bind {work}/.git/config {work}/.git/config",
-        f"--tmpfs {work}/.dsh --remount-ro {work}/.dsh",
         "--unshare-net",
         "--unshare-pid",
         "--new-session",
@@ -396,7 +395,8 @@ def test_the_options(tmp_path: Path) -> None:
     assert "--unshare-net" not in Bwrap(work, network=True).arguments()
     whole = " ".join(Bwrap(Path("/")).arguments())
     assert whole.index("--bind / /") < whole.index("--dev /dev")
-    assert "--remount-ro" not in whole  # no placeholders at the top of the file system
+    # Nothing is mounted where nothing is: a mount point would be made in the person's tree.
+    assert f"{work}/.dsh" not in text and "--remount-ro" not in text
 
 
 # --- the confinement, as a table: always run -----------------------------------------------------
@@ -424,11 +424,11 @@ def root(tmp_path: Path) -> Path:
     return path.resolve()
 
 
-def test_a_plain_directory_gets_placeholders_at_its_top(root: Path) -> None:
+def test_a_plain_directory_gets_no_mounts_at_its_top_only_a_look_afterwards(root: Path) -> None:
     plan = confine(root)
-    assert relative(root, plan.placeholders) == [".git", ".dsh", ".agents"]
-    assert relative(root, plan.placeholder_files) == ["AGENTS.md"]
-    assert (plan.read_only, plan.pinned, plan.tripwires) == ((), (), ())
+    assert relative(root, plan.tripwires) == [".dsh", ".agents", "AGENTS.md"]
+    assert (plan.read_only, plan.pinned) == ((), ())
+    assert sorted(root.iterdir()) == []  # (a .git a command makes: a new git directory)
 
 
 def test_what_git_s_configuration_names_is_kept_and_its_parents_pinned(root: Path) -> None:
@@ -442,7 +442,7 @@ def test_what_git_s_configuration_names_is_kept_and_its_parents_pinned(root: Pat
     (root / ".husky").mkdir()
     plan = confine(root)
     assert "tools/watch.sh" in relative(root, plan.read_only)
-    assert ".husky/_" in relative(root, plan.placeholders)
+    assert ".husky/_" in relative(root, plan.tripwires)
     assert "conf/git.inc" in relative(root, plan.tripwires)  # its directory is missing too
     assert {"tools", ".husky"} <= set(relative(root, plan.pinned))
 
@@ -459,11 +459,12 @@ def test_undo_says_who_would_run_a_tripwire_by_what_kept_it_not_by_its_name(root
     (root / "MCP servers" / "repo.git").mkdir(parents=True)  # what a command made
     (root / "bin").mkdir()
     (root / "bin" / "x").write_text("#!/bin/sh\n")
-    assert undo(plan, inventory(root)) == [
-        "[sandbox: removed bin/x, which the command created: dsh would run what is there (MCP "
-        'server "x"), outside the sandbox]',
-        "[sandbox: removed MCP servers/repo.git, which the command created: git would run or "
-        "read what is there (MCP servers/repo.git), outside the sandbox]",
+    assert undo(plan, inventory(root)).notes == [
+        "[sandbox: set aside bin/x as x.disabled-by-dsh: the command created it, and dsh would "
+        'run what is there (MCP server "x"), outside the sandbox]',
+        "[sandbox: set aside MCP servers/repo.git as repo.git.disabled-by-dsh: the command "
+        "created it, and git would run or read what is there (MCP servers/repo.git), outside "
+        "the sandbox]",
     ]
 
 
@@ -487,7 +488,7 @@ def test_after_a_command_a_git_directory_it_made_is_looked_at(root: Path) -> Non
     (made / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
     (made / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
     quiet = repository(root / "quiet")  # a plain `git init`: nothing to set aside
-    notes = undo(plan, inventory(root, found=scan.found()))
+    notes = undo(plan, inventory(root, found=scan.found())).notes
     assert notes == [
         "[sandbox: set aside evil/.git/config as config.disabled-by-dsh: the command made the "
         "git directory evil/.git, and it sets alias.st, which git would run outside the sandbox]",
@@ -510,14 +511,21 @@ def test_a_repository_keeps_its_configuration_and_hooks(root: Path) -> None:
     plan = confine(root)
     assert relative(root, plan.read_only) == [".agents", ".git/config", ".git/hooks"]
     assert relative(root, plan.pinned) == [".git"]
-    assert relative(root, plan.tripwires) == [".git/commondir", ".git/config.worktree"]
-    assert relative(root, plan.placeholders) == [".dsh"]
+    assert relative(root, plan.tripwires) == [
+        ".git/commondir",
+        ".git/config.worktree",
+        ".dsh",
+        "AGENTS.md",
+    ]
 
 
-def test_missing_hooks_get_a_placeholder(root: Path) -> None:
+def test_missing_hooks_keep_the_git_directory_whole(root: Path) -> None:
+    # Nothing may stand in for hooks/ in the person's .git while a command runs; keeping the
+    # whole of it read-only costs commits in the sandbox, in a repository that has no hooks/.
     repository(root, hooks=False)
     plan = confine(root)
-    assert relative(root, plan.placeholders) == [".git/hooks", ".dsh", ".agents"]
+    assert relative(root, plan.read_only) == [".git"]
+    assert relative(root, plan.tripwires) == [".dsh", ".agents", "AGENTS.md"]
 
 
 def test_a_git_directory_that_is_not_a_repository_yet_is_kept_whole(root: Path) -> None:
@@ -563,16 +571,6 @@ def test_nested_repositories_and_protected_directories(root: Path) -> None:
     ]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory: nothing to see")
-def test_no_placeholder_where_nobody_may_write(root: Path) -> None:
-    # bwrap could not make the mount point, and every command would fail.
-    root.chmod(0o555)
-    try:
-        assert confine(root).placeholders == ()
-    finally:
-        root.chmod(0o755)
-
-
 def test_a_worktree_and_its_common_directory(root: Path) -> None:
     # A bare repository with a linked worktree, both inside: no .git leads to the bare one.
     bare = root / "project.git"
@@ -592,8 +590,8 @@ def test_a_worktree_and_its_common_directory(root: Path) -> None:
         "project.git/worktrees/wt/commondir",
         "wt/.git",  # the pointer itself
     ]
-    # The linked worktree's own config and hooks are not read by git: no placeholders there.
-    assert "project.git/worktrees/wt/hooks" not in relative(root, plan.placeholders)
+    # The linked worktree's own config and hooks are not read by git: nothing kept for them.
+    assert "project.git/worktrees/wt/hooks" not in relative(root, plan.tripwires)
     assert "project.git/worktrees/wt/config.worktree" in relative(root, plan.tripwires)
 
 
@@ -1080,22 +1078,22 @@ def test_git_works_inside_a_repository(workspace: Workspace) -> None:
 
 
 @needs_bwrap
-def test_placeholders_are_gone_after_and_a_tripwire_is_undone(workspace: Workspace) -> None:
+def test_nothing_stands_in_for_what_is_missing_and_a_tripwire_is_set_aside(
+    workspace: Workspace,
+) -> None:
     subprocess.run(["git", "init", "-q", str(workspace.root)], check=True)
-    shutil.rmtree(workspace.root / ".git" / "hooks")
-    command = "ls -a; ls -a .git/hooks; mkdir .agents/x; echo /elsewhere > .git/commondir; true"
+    command = "ls -a; mkdir -p .agents/x; echo /elsewhere > .git/commondir; true"
     output = bash_run(sandboxed(workspace), command)
     lines = output.content.splitlines()
-    assert ".agents" in lines and ".dsh" in lines  # there while it ran, empty and read-only
-    (refused,) = [line for line in lines if line.startswith("mkdir: ")]
-    assert ".agents/x" in refused and refused.endswith(": Read-only file system")
-    assert lines[-1] == (
-        "[sandbox: removed .git/commondir, which the command created: git would take its "
-        "configuration and hooks from it, outside the sandbox]"
-    )
-    assert sorted(p.name for p in workspace.root.iterdir()) == [".git"]
+    assert lines[:3] == [".", "..", ".git"]  # no placeholders, in the sandbox or the tree
+    assert lines[3:] == [
+        "[sandbox: set aside .git/commondir as commondir.disabled-by-dsh: the command created "
+        "it, and git would take its configuration and hooks from it, outside the sandbox]",
+        "[sandbox: set aside .agents as .agents.disabled-by-dsh: the command made it, and a "
+        "session started there would take its instructions or skills from it]",
+    ]
+    assert sorted(p.name for p in workspace.root.iterdir()) == [".agents.disabled-by-dsh", ".git"]
     assert not (workspace.root / ".git" / "commondir").exists()
-    assert not (workspace.root / ".git" / "hooks").exists()
 
 
 # --- leaving the sandbox ------------------------------------------------------------------------
