@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["TAB_COLUMNS", "cut", "rows", "width"]
+__all__ = ["TAB_COLUMNS", "char_width", "cut", "rows", "width"]
 
 TAB_COLUMNS = 8
 """What a tab is counted as: the most it can take."""
@@ -49,6 +49,11 @@ def _char_width(char: str) -> int:
         measured = 1
     _WIDTHS[char] = measured
     return measured
+
+
+def char_width(char: str) -> int:
+    """The columns one character takes (a tab: :data:`TAB_COLUMNS`, its most)."""
+    return _char_width(char)
 
 
 def width(text: str) -> int:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn, TypeVar, get_args
+from typing import TYPE_CHECKING, Literal, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 from dsh_core.agent.approval import ALL_GRANTS, TOOL_GRANTS, Grant
@@ -24,15 +24,19 @@ from dsh_core.extensions.mcp.spec import SERVER_NAME, ServerSpec
 from dsh_core.masking import hide
 from dsh_core.model.deepseek import API_KEY_VARIABLE, DEFAULT_BASE_URL
 from dsh_core.model.urls import is_local, redact_url
-from dsh_core.trust.sandbox import SandboxMode
+
+from .terminal.bell import Notify
+
+if TYPE_CHECKING:
+    from dsh_core.trust.sandbox import SandboxMode
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "SANDBOX_MODES",
     "SEARCH_URL_VARIABLE",
     "Action",
     "Config",
-    "SandboxMode",
     "StartupError",
     "parse_config",
     "with_servers",
@@ -43,6 +47,9 @@ SEARCH_URL_VARIABLE = "DEEPSEEK_SEARCH_BASE_URL"
 search speaks the Anthropic-compatible Messages API)."""
 
 DEFAULT_MODEL = "deepseek-v4-flash"
+SANDBOX_MODES = ("auto", "on", "off")
+"""``--sandbox``'s values: the sandbox's ``SandboxMode`` (tests/dsh_stdio/test_config.py holds
+them equal), spelled here so that reading flags does not load the sandbox's code."""
 
 T = TypeVar("T")
 
@@ -116,6 +123,10 @@ class Config:
     ``--no-checkpoints`` or ``checkpoints = false`` in ``config.toml``."""
     target: str | None = None
     """The session ``--undo`` or ``--changes`` is about: an id, or ``last`` (the newest here)."""
+    plain: bool = False
+    """``--plain``: answers shown as they came, no Markdown rendering (SPEC 17)."""
+    notify: Notify = "bell"
+    """``notify`` in ``config.toml``: how the REPL calls the person back (SPEC 17)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,6 +189,11 @@ def _build_parser() -> _Parser:
         "mcp:NAME (one server's); comma-separated, repeatable",
     )
     parser.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="show answers as they came, without rendering their Markdown on a colour terminal",
+    )
     parser.add_argument(
         "--sandbox",
         metavar="MODE",
@@ -406,6 +422,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         reasoning_effort=effort,
         checkpoints=not args.no_checkpoints,
         target=args.undo if action == "undo" else args.changes if action == "changes" else None,
+        plain=args.plain,
     )
 
 
@@ -434,6 +451,7 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
         allow_private_addresses=web.allow_private_addresses,
         search_base_url=search,
         checkpoints=config.checkpoints and settings.checkpoints,
+        notify=settings.notify,
     )
 
 
@@ -453,6 +471,6 @@ def _grants(values: Sequence[str]) -> frozenset[Grant]:
 
 def _sandbox(text: str, source: str) -> SandboxMode:
     value = text.strip().lower()
-    if value not in get_args(SandboxMode):
+    if value not in SANDBOX_MODES:
         raise StartupError(f"{source} must be auto, on or off, not {text!r}")
     return value  # type: ignore[return-value]

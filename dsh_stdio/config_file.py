@@ -1,5 +1,9 @@
 """``$DSH_HOME/config.toml``: the user's own settings file (SPEC 13), read with ``tomllib``.
 
+    notify = "bell"                      # when a question waits or a long turn ends:
+                                         # "bell", "osc9" (a notification) or "off"
+    checkpoints = true                   # false: no checkpoints, no undo (SPEC 14)
+
     [mcp.servers.files]                  # a server run as a command, spoken to on stdio
     command = "uvx"
     args = ["mcp-server-filesystem", "/home/ann/notes"]
@@ -17,8 +21,8 @@
     allow_private_addresses = true       # web_fetch may reach this machine and private networks
     search_base_url = "https://gateway.example.com/anthropic/v1"   # where web_search goes
 
-``checkpoints = false`` (at the top, before any table) turns checkpoints and undo off, as
-``--no-checkpoints`` does (SPEC 14).
+Keys outside a table (``notify``, ``checkpoints``) come before the first one, as TOML reads
+them; ``checkpoints = false`` is ``--no-checkpoints``.
 
 Only this file starts processes: nothing in a project (a ``.dsh/config.toml`` the model could
 have written) is read for it. A file that is not what is described here is a startup failure
@@ -45,6 +49,8 @@ from dsh_core.extensions.mcp.spec import (
     ServerSpec,
 )
 
+from .terminal.bell import NOTIFY_WAYS, Notify
+
 __all__ = [
     "CONFIG_FILE",
     "ConfigFileError",
@@ -68,7 +74,7 @@ _SERVER_KEYS = (
     "tools",
 )
 _WEB_KEYS = ("allow_private_addresses", "search_base_url")
-_TOP_KEYS = ("checkpoints", "mcp", "web")
+_TOP_KEYS = ("checkpoints", "mcp", "notify", "web")
 """The file's top-level keys and tables."""
 
 
@@ -91,6 +97,8 @@ class FileSettings:
     checkpoints: bool = True
     """``checkpoints = false``: no checkpoints, no undo (as ``--no-checkpoints``)."""
     web: WebSettings = WebSettings()
+    notify: Notify = "bell"
+    """How dsh calls the person back (``dsh_stdio.terminal.bell``)."""
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -119,7 +127,10 @@ def read_settings(home: Path, environ: Mapping[str, str] | None = None) -> FileS
     checkpoints = reader.data.get("checkpoints", True)
     if not isinstance(checkpoints, bool):
         raise reader.fail("checkpoints", "must be true or false")
-    return FileSettings(reader.servers(), checkpoints, reader.web())
+    notify = reader.data.get("notify", "bell")
+    if notify not in NOTIFY_WAYS:
+        raise reader.fail("notify", f"must be one of {', '.join(map(repr, NOTIFY_WAYS))}")
+    return FileSettings(reader.servers(), checkpoints, reader.web(), notify)
 
 
 def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
@@ -152,7 +163,8 @@ def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
     for key in data:
         if key not in _TOP_KEYS:
             raise reader.fail(
-                key, "unknown key (this dsh reads checkpoints, [mcp.servers.NAME] and [web])"
+                key,
+                "unknown key (this dsh reads notify, checkpoints, [mcp.servers.NAME] and [web])",
             )
     return reader
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import TextIO, assert_never
+from typing import TYPE_CHECKING, TextIO, assert_never
 
 from dsh_core.agent.loop import (
     CheckpointNote,
@@ -50,6 +50,9 @@ from .render import (
     writable,
 )
 
+if TYPE_CHECKING:
+    from .terminal.markdown import AnswerMarkdown
+
 __all__ = ["NESTED", "TurnView"]
 
 NESTED = "  "
@@ -81,9 +84,12 @@ class TurnView:
         colour: bool = False,
         on_output_error: Callable[[OSError], None] | None = None,
         usage: bool = True,
+        markdown: AnswerMarkdown | None = None,
     ) -> None:
-        """``usage``: end a turn that ran its course with the usage notice (not ``--quiet``)."""
+        """``usage``: end a turn that ran its course with the usage notice (not ``--quiet``);
+        ``markdown``: a colour terminal's renderer of the answer's finished blocks (SPEC 17)."""
         self._out = out
+        self._markdown = markdown
         self._usage = usage
         self._err = err
         self._terminal = terminal
@@ -155,8 +161,12 @@ class TurnView:
     def _remark(self, text: str, *, dim: bool) -> None:
         text = neutralise(text)
         if self._terminal:
+            line = (self._dim(text) if dim else text) + "\n"
+            if self._markdown is not None and self._markdown.live:
+                self._write(self._markdown.interject(line))  # above the answer's plain tail
+                return
             self._end_line()
-            self._write((self._dim(text) if dim else text) + "\n")
+            self._write(line)
         else:
             self.flush()
             self._to_stderr(f"dsh: {text}\n")
@@ -199,6 +209,7 @@ class TurnView:
         """Put everything on screen and leave the line empty, before someone else writes."""
         self._stop_ticking()
         self._clear_waiting()
+        self._end_answer()
         self._end_reasoning_if_open()
         self._end_line()
         self.flush()
@@ -265,6 +276,7 @@ class TurnView:
             case ToolStarting(call=call, summary=summary, note=note):
                 # The step's text ends its line on stdout, on a pipe too: the next step's text
                 # starts a line of its own (and `dsh --show` prints it the same way).
+                self._end_answer()
                 self._end_reasoning_if_open()
                 self._end_line()
                 self._remark(tool_call_line(call, summary, note), dim=False)
@@ -301,6 +313,7 @@ class TurnView:
                     line = tool_result_line(inner.call, inner.result)
                 self._remark(NESTED + line, dim=False)
             case Compacting():
+                self._end_answer()
                 self._end_reasoning_if_open()
                 self._end_line()
                 self.show_waiting(self.COMPACTING)
@@ -334,7 +347,17 @@ class TurnView:
                 self._write(self._dim("  " + neutralise(line)) + "\n")
 
     def _text(self, text: str) -> None:
-        self._write(neutralise(text) if self._terminal else writable(text))
+        if not self._terminal:
+            self._write(writable(text))
+        elif self._markdown is not None:
+            self._write(self._markdown.feed(neutralise(text)))
+        else:
+            self._write(neutralise(text))
+
+    def _end_answer(self) -> None:
+        """The answer's text is over for now: its last blocks rendered in place of their tail."""
+        if self._markdown is not None:
+            self._write(self._markdown.end())
 
     def _reasoning(self, text: str) -> None:
         if self._terminal:
@@ -372,6 +395,7 @@ class TurnView:
         self._running.clear()
         self._asked.clear()
         self._clear_waiting()
+        self._end_answer()
         self._end_reasoning_if_open()  # the turn ended while the model was still thinking
         self._end_line()
         self._outcome(end, steps)

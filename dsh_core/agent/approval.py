@@ -37,6 +37,7 @@ from typing import Literal
 
 from ..errors import TOOL_REFUSED
 from ..model.seam import ToolCall
+from ..records import record
 from ..session.events import ApprovalOutcome
 from ..tools.base import Access, Invocation, ToolError
 
@@ -65,7 +66,7 @@ to a sandboxed command unless ``--allow network`` says so by name, the tools of 
 Choice = Literal["yes", "no", "always"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Answer:
     """A person's answer to a :class:`Question`."""
 
@@ -80,7 +81,7 @@ class Answer:
     (:attr:`~dsh_core.tools.Access.always_for`, ``server files``); ``""`` the tool alone."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Question:
     """What the person is asked about: the whole call, as the front door shows it."""
 

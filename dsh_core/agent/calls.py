@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from ..errors import ABORTED, ABORTED_BEFORE_DISPATCH, FailureRecord
 from ..masking import mask
 from ..model.seam import ToolCall
+from ..records import record
 from ..session import SessionLog
 from ..session.events import ApprovalDecided, ToolCallStarted, ToolOutput, ToolResult
 from ..tools.base import Invocation, SandboxEscape, Toolbox
@@ -59,7 +60,7 @@ MAX_CONCURRENT = 8
 """Free calls of one step that run at the same time at most (SPEC 13)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolStarting:
     """Live event: the model asked for ``call``; sent before it is approved and run."""
 
@@ -72,7 +73,7 @@ class ToolStarting:
     """What the call will change, as the approval question shows it: a diff for ``edit``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolFinished:
     """Live event: the call's result is in the log."""
 
@@ -80,7 +81,7 @@ class ToolFinished:
     result: ToolResult
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolProgress:
     """Live event: a running call said how far it is (an MCP server's progress notification)."""
 
@@ -89,7 +90,7 @@ class ToolProgress:
     """``2/5: indexing``: for the live line, as the tool said it (neutralise it to show it)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Nested:
     """Live event: what a tool that runs an agent of its own (``subagent``) reports of it."""
 
@@ -103,7 +104,7 @@ CallEvent = ToolStarting | ToolFinished | ToolProgress | Nested
 """What running a step's calls tells the observer."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RunningCall:
     """The call a tool is running for, as :func:`running_call` gives it to the tool."""
 

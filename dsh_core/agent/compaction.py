@@ -34,7 +34,6 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import CONTEXT_WINDOW_EXCEEDED, FailureRecord, HarnessError
@@ -51,6 +50,7 @@ from ..model.seam import (
     Usage,
     UserMessage,
 )
+from ..records import record
 from ..session import SessionLog
 from ..session.events import (
     CompactionEnd,
@@ -94,7 +94,7 @@ SUMMARY_ROOM = 0.1
 """Share of the window left free for the summary itself when choosing what it summarises."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WindowAdvice:
     """What can be done about a conversation that no longer fits, in the words of whoever is
     told: a person at the REPL or on a pipe, or the model that called a subagent."""
@@ -131,14 +131,14 @@ specific (names, paths, commands, values) and brief. Use these headings:
 """The last message of a summary request (a user message after the conversation it covers)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Compacting:
     """Live event: a compaction starts (its ``compaction/start`` is on disk)."""
 
     trigger: CompactionTrigger
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Compacted:
     """Live event: a compaction is in force (its ``compaction/end`` is on disk)."""
 
@@ -146,7 +146,7 @@ class Compacted:
     tokens_after: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan:
     """What a compaction summarises and what it keeps."""
 

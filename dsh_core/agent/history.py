@@ -52,6 +52,7 @@ from ..model.seam import (
     Usage,
     UserMessage,
 )
+from ..records import record
 from ..session.events import (
     ApprovalDecided,
     AssistantStep,
@@ -226,7 +227,7 @@ def undo_note(record: UndoDone | RedoDone) -> str:
     return said + " Read a file again before you change it.]"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mark:
     """A place the conversation may be cut: before a user message, or before a step that
     follows tool results. Never between a tool call and its result, and never right after a
@@ -240,7 +241,7 @@ class Mark:
     """Estimated tokens of those messages."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Measure:
     """The last answered request, as the server counted it."""
 

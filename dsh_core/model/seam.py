@@ -27,8 +27,10 @@ produce.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Literal, Protocol
+
+from ..records import record
 
 __all__ = [
     "AssistantMessage",
@@ -57,7 +59,7 @@ FinishReason = Literal["stop", "max-tokens", "tool-calls"]
 """How a step ended normally: an answer, the output token limit, or a request for tools."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCall:
     """One call the model asked for."""
 
@@ -70,7 +72,7 @@ class ToolCall:
     right. Sent back unchanged in later requests; parsed only by the loop."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SystemMessage:
     """What the model is told before the conversation: who it is, where, with which tools."""
 
@@ -78,7 +80,7 @@ class SystemMessage:
     role: ClassVar[Role] = "system"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UserMessage:
     """What the person typed."""
 
@@ -86,7 +88,7 @@ class UserMessage:
     role: ClassVar[Role] = "user"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AssistantMessage:
     """One step's answer: text, the reasoning behind it, and the tools it asked for."""
 
@@ -98,7 +100,7 @@ class AssistantMessage:
     role: ClassVar[Role] = "assistant"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolMessage:
     """The result of one tool call, answered under its call id."""
 
@@ -111,7 +113,7 @@ Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 """One message of the conversation as the model sees it."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolSpec:
     """A tool as the model is told about it."""
 
@@ -122,7 +124,7 @@ class ToolSpec:
     """A JSON schema object for the arguments."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChatRequest:
     """A provider-neutral chat request: one step."""
 
@@ -147,28 +149,28 @@ class ChatRequest:
     """Provider-specific reasoning effort (``low``/``medium``/``high``), when supported."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReasoningDelta:
     """A piece of the model's reasoning (DeepSeek ``reasoning_content``), in arrival order."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TextDelta:
     """A piece of the visible answer, in arrival order."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCallRequest:
     """A complete tool call, delivered when the step's stream has ended."""
 
     call: ToolCall
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Usage:
     """Token counts for the request, as the provider reported them."""
 
@@ -179,12 +181,12 @@ class Usage:
     reasoning_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KeepAlive:
     """The server sent a comment line (``: keep-alive``): it is busy but the request lives."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RetryNotice:
     """A transient failure before anything was shown; the request is retried after ``delay``."""
 
@@ -197,7 +199,7 @@ class RetryNotice:
     """What failed; render it with ``error_chain``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finish:
     """The step's stream ended normally."""
 

@@ -21,7 +21,8 @@ also break on U+2028, U+0085, ``\\x1c`` and friends, which model text can contai
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
+
+from ..records import record
 
 __all__ = ["MAX_LINE", "Comment", "Item", "LineTooLong", "SSEDecoder", "ServerSentEvent"]
 
@@ -34,7 +35,7 @@ class LineTooLong(ValueError):
     """The stream sent a line longer than ``MAX_LINE`` characters."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ServerSentEvent:
     """An event that named a type other than ``message``: its data lines joined with LF."""
 
@@ -46,7 +47,7 @@ class ServerSentEvent:
     """The last event id seen on the stream so far (it carries over between events)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Comment:
     """A comment line (``: keep-alive``): not data, but proof that the server is alive."""
 

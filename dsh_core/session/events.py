@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Literal, get_args
 
 from ..errors import TOOL_FAILED, FailureRecord, HarnessError
 from ..model.seam import ToolCall, Usage
+from ..records import record
 from .codec import (
     FLAT,
     Codec,
@@ -137,7 +138,7 @@ _STEP_ONE = {"absent": 1}
 """Field metadata for ``step``: logs written before steps existed had one step per turn."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnStart(Codec):
     """A turn begins."""
 
@@ -147,7 +148,7 @@ class TurnStart(Codec):
     model: str = field(metadata={"absent": ""})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UserText(Codec):
     """The person's message (``user/message``)."""
 
@@ -156,7 +157,7 @@ class UserText(Codec):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SystemPrompt(Codec):
     """The system prompt, recorded once per session so that a resume sends the same one."""
 
@@ -164,7 +165,7 @@ class SystemPrompt(Codec):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AssistantStep(Codec):
     """What one step of the model produced (``assistant/message``).
 
@@ -182,7 +183,7 @@ class AssistantStep(Codec):
     interrupted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ApprovalDecided(Codec):
     """How a call that needed approval was decided."""
 
@@ -194,7 +195,7 @@ class ApprovalDecided(Codec):
     """With ``rejected``: what the person said the model should do instead, if anything."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCallStarted(Codec):
     """A call starts running (``tool/call``); fsynced first when the tool can change anything."""
 
@@ -206,7 +207,7 @@ class ToolCallStarted(Codec):
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolOutput:
     """What a call produced, as the model will read it; a tool returns it, the log keeps it."""
 
@@ -232,7 +233,7 @@ class ToolOutput:
         return cls(content, record)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolResult:
     """A call's result as the model receives it (``tool/result``); fsynced."""
 
@@ -300,7 +301,7 @@ class ToolResult:
         return cls(turn, step, read_str(data, "call_id"), output)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StepUsage(Codec):
     """Token counts of one step, as the provider reported them (``usage``)."""
 
@@ -310,7 +311,7 @@ class StepUsage(Codec):
     usage: Usage = field(default_factory=Usage, metadata=FLAT)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RetryScheduled(Codec):
     """A transient failure before anything was shown; the step's request is sent again."""
 
@@ -323,7 +324,7 @@ class RetryScheduled(Codec):
     failure: FailureRecord = field(metadata=FLAT)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompactionStart(Codec):
     """A compaction begins: the summary request is about to be sent (fsynced)."""
 
@@ -340,7 +341,7 @@ class CompactionStart(Codec):
     """For ``overflow``: the server's refusal, whose words may state the window."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompactionSummary(Codec):
     """The model's summary, and what it replaces (fsynced); in force once the end is written."""
 
@@ -357,7 +358,7 @@ class CompactionSummary(Codec):
     """The summary request's token counts."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompactionEnd(Codec):
     """The summary is in force from here on (fsynced)."""
 
@@ -369,7 +370,7 @@ TodoStatus = Literal["pending", "in_progress", "completed"]
 TODO_STATUSES: tuple[TodoStatus, ...] = get_args(TodoStatus)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Todo:
     """One item of the model's checklist (``todo_write``)."""
 
@@ -377,7 +378,7 @@ class Todo:
     status: TodoStatus
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TodoWrite:
     """The model's whole checklist, as its latest ``todo_write`` set it (fsynced)."""
 
@@ -405,7 +406,7 @@ class TodoWrite:
         return cls(read_int(data, "turn"), tuple(todos))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobStarted(Codec):
     """A background command started (``bash`` with ``run_in_background``)."""
 
@@ -418,7 +419,7 @@ class JobStarted(Codec):
     """Where all of its output goes (0600, beside the session log)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobEnded(Codec):
     """A background job ended, and the model is told so in its next request (fsynced)."""
 
@@ -433,7 +434,7 @@ class JobEnded(Codec):
     exit_code: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnEnd:
     """How a turn ended: what ``turn/end`` stores and the loop returns."""
 
@@ -476,7 +477,7 @@ class TurnEnd:
         return cls(turn, kind, failure=failure, reason=text)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnknownEvent:
     """A line of a type this version does not know (from a newer dsh): kept as it is."""
 
@@ -541,7 +542,7 @@ _KNOWN: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SessionEvent:
     """One line of the log after the header: a record and where and when it was written."""
 

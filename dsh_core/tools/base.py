@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..errors import SANDBOX_ESCAPE, TOOL_FAILED, Code, HarnessError
 from ..model.seam import ToolCall, ToolSpec
+from ..records import record
 from ..session.events import ToolOutput as ToolOutput
 
 __all__ = [
@@ -69,7 +69,7 @@ class SandboxEscape(HarnessError):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Access:
     """What running one call needs: the approval policy decides on this alone."""
 
@@ -124,7 +124,7 @@ class Access:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Invocation:
     """A call whose arguments were checked: what it needs, how it is shown, how it runs."""
 

@@ -30,23 +30,15 @@ from dsh_core.model.deepseek import (
 )
 from dsh_core.model.seam import ChatModel
 from dsh_core.model.urls import redact_url
-from dsh_core.session import TOOL_OUTPUT_DIR, SessionLog, SessionStore
+from dsh_core.session import TOOL_OUTPUT_DIR, LoadReport, SessionLog, SessionStore
 from dsh_core.session.events import JobEnded, JobStarted, Record, TurnEnd
 from dsh_core.tools import (
-    Launcher,
     Tool,
     Toolbox,
     Workspace,
     builtin_tools,
     everyday_tools,
     search_endpoint,
-)
-from dsh_core.trust.sandbox import (
-    INSTALL_HINT,
-    AutoSandbox,
-    Bwrap,
-    choose_launcher,
-    require_bwrap,
 )
 from dsh_core.trust.workspace import child_environment
 
@@ -60,6 +52,7 @@ from .checkpointing import CHECKPOINTS_DIR, open_checkpoints
 from .libraries import show_library_logs
 from .model import deepseek_adapter
 from .resume import enter_its_directory
+from .sandboxing import SessionLaunchers
 from .subagents import subagent
 
 if TYPE_CHECKING:
@@ -109,8 +102,9 @@ class Runtime:
     """With ``--json``: the one writer of stdout for the whole run."""
     resumed: bool = False
     """The session was loaded (``--continue``, ``--resume``), not created by this run."""
-    launcher: Launcher | None = None
-    """How ``bash`` runs in this session (sandboxed or not); None with ``--no-tools``."""
+    launchers: SessionLaunchers | None = None
+    """How ``bash`` runs in this session (sandboxed or not), chosen when a command first
+    asks; None with ``--no-tools``."""
     said_unsandboxed: bool = False
     """The one notice per run that commands run without a sandbox was given."""
     log_failed: bool = False
@@ -169,6 +163,8 @@ class Runtime:
             err.write(f"dsh: the base URL {shown} ends in {CHAT_PATH}, which dsh adds itself\n")
         if config.tools and config.sandbox == "on":  # likewise a sandbox that cannot run
             path = child_environment().get("PATH", os.defpath)
+            from dsh_core.trust.sandbox import require_bwrap
+
             require_bwrap(path, network="network" in config.allow)
         store = SessionStore(config.home)
         cwd = Path.cwd()
@@ -252,6 +248,27 @@ class Runtime:
             old.checkpoints.close()
         return log
 
+    def resume(self, reference: str) -> tuple[SessionLog, LoadReport]:
+        """Switch to the stored session ``reference`` (an id or its start) of this directory
+        (``/resume ID``), keeping the model and its settings; raises HarnessError, with the
+        way on, for one that cannot be resumed here."""
+        from ..commands.sessions import session_id
+
+        log, report = self.store.open(session_id(self.store, reference))
+        here = os.path.abspath(Path.cwd())
+        if log.parent is not None or log.cwd != here:
+            log.close()
+            if log.parent is not None:
+                why = f"is a subagent's: it cannot be resumed (dsh --show {log.id} shows it)"
+            else:
+                why = f"was started in {log.cwd}: dsh -r {log.id} there resumes it"
+            raise SessionLogError(f"session {log.id} {why}")
+        old = self.conversation
+        self.conversation = self._conversation(log, old.model_name)
+        self.conversation.thinking = old.thinking
+        self._close_log(old.log)
+        return log, report
+
     def _conversation(self, log: SessionLog, model_name: str) -> Conversation:
         """The conversation over ``log``, as the flags configure it.
 
@@ -261,28 +278,27 @@ class Runtime:
         cwd = Path.cwd()
         toolbox = Toolbox()
         skills = SkillCatalog()
-        self.launcher = None
         self.jobs = None
         self._session_tools = []
         self._prompt_context = None
         self._servers_applied = False
+        self.launchers = None
         if config.tools:
             output_dir = log.path.parent / TOOL_OUTPUT_DIR
             workspace = Workspace.at(
                 cwd, output_dir, dsh_home=config.home, started=self._servers_run_from()
             )
-            launcher = self.launcher = choose_launcher(
-                config.sandbox,
-                workspace=workspace,
-                network="network" in config.allow,
-                on_chosen=self._sandbox_chosen,
+            launchers = self.launchers = SessionLaunchers(
+                config, workspace, on_unsandboxed=self._unsandboxed
             )
             skills = discover_skills(cwd)
             self._warn(skills.warnings)
             if any(isinstance(event.record, JobStarted) for event in log.events):
                 self._job_table(log, output_dir)  # a resume: the model hears they ended
             tools: list[Tool] = builtin_tools(
-                workspace, launcher=lambda: launcher, jobs=lambda: self._job_table(log, output_dir)
+                workspace,
+                launcher=launchers.now,
+                jobs=lambda: self._job_table(log, output_dir),
             )
             if skills.skills:
                 tools.append(SkillTool(skills, workspace))
@@ -423,13 +439,11 @@ class Runtime:
         log.close()
         return True
 
-    def _sandbox_chosen(self, launcher: Launcher) -> None:
-        """``--sandbox auto`` chose at the first command: say it once per run if it is none."""
-        if isinstance(launcher, Bwrap) or self.said_unsandboxed:
+    def _unsandboxed(self, text: str) -> None:
+        """``--sandbox auto`` found no sandbox at the first command: said once per run."""
+        if self.said_unsandboxed:
             return
         self.said_unsandboxed = True
-        why = launcher.note.removeprefix("(not sandboxed: ").removesuffix(")")
-        text = f"commands run without a sandbox: {why}; to have one: {INSTALL_HINT}"
         if self.current_view is not None:
             self.current_view.notice(text)
         else:
@@ -450,12 +464,7 @@ class Runtime:
 
     def sandbox_state(self) -> str:
         """For ``/session``: whether commands run sandboxed, and how."""
-        launcher = self.launcher
-        if launcher is None:
-            return "no tools (--no-tools)"
-        if isinstance(launcher, AutoSandbox) and launcher.chosen is None:
-            return f"auto: {launcher.note} (checked now; it is decided at the first command)"
-        return launcher.note
+        return "no tools (--no-tools)" if self.launchers is None else self.launchers.state()
 
     def cancel_turn(self, reason: str) -> bool:
         """Cancel the running turn with ``reason``; False when no turn is running."""
@@ -484,14 +493,22 @@ class Runtime:
                     on_output_error=output_failed,
                 )
             return self.json_view
+        colour = terminal and colour_wanted(out)
+        markdown = None
+        if colour and not self.config.plain:
+            from ..terminal.markdown import AnswerMarkdown, terminal_size, warm_up
+
+            warm_up()  # the renderer loads while the request waits for the model
+            markdown = AnswerMarkdown(lambda: terminal_size(out))
         return TurnView(
             out,
             self.err,
             terminal=terminal,
             show_reasoning=terminal or self.config.show_reasoning,
-            colour=terminal and colour_wanted(out),
+            colour=colour,
             on_output_error=output_failed,
             usage=not self.config.quiet,
+            markdown=markdown,
         )
 
     @property

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
 
 from dsh_core.chain import error_chain
 from dsh_core.errors import SANDBOX_ESCAPE, HarnessError
@@ -29,6 +30,9 @@ from ..signals import Stopper
 from ..status import EXIT_FAILED, EXIT_OK
 from ..tty import colour_wanted
 from .approve import TerminalQuestion
+from .bell import Attention
+from .compose import Composer
+from .editor import editor_bindings
 from .undo import UndoCommands
 
 __all__ = ["COMMANDS", "mcp_text", "run_repl"]
@@ -42,6 +46,7 @@ COMMANDS = {
     "/compact": "summarise the conversation now, to free room in the context window",
     "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, undo, grants",
+    "/resume ID": "switch to another session of this directory (Tab lists their ids)",
     "/mcp": "the MCP servers: how each is reached, its state, its tools",
     "/mcp restart NAME": "stop an MCP server and start it again",
     "/jobs": "this session's background jobs: id, state, time, output, command",
@@ -104,6 +109,10 @@ def _help_text() -> str:
         + "\n".join(lines)
         + "\n  Enter sends, Alt-Enter inserts a newline; Ctrl-C cancels a running turn and "
         "clears the line at the prompt."
+        "\n  Tab completes commands, their arguments and @paths; @PATH attaches a file to the "
+        "message; !COMMAND runs a command of yours and offers its output with the next message "
+        "(!!TEXT sends !TEXT); Ctrl-X Ctrl-E edits the message in $EDITOR; a line entered "
+        "while a turn runs is queued for the next turn (Ctrl-C drops it)."
     )
 
 
@@ -158,6 +167,8 @@ class _Commands:
                 await self.undo.redo()
             case "/rewind":
                 await self.undo.rewind(argument)
+            case "/resume":
+                await self._resume(argument)
             case _:
                 commands = " ".join(c.split()[0] for c in COMMANDS if not c.startswith("//"))
                 self._say(f"unknown command {name}; commands: {commands}")
@@ -196,6 +207,21 @@ class _Commands:
         self._say(
             f"{name}: {status.state}" + (f", {len(status.tools)} tools" if status.tools else "")
         )
+
+    async def _resume(self, reference: str) -> None:
+        """``/resume ID``: this directory's session ``ID`` (or the start of its id)."""
+        if not reference or len(reference.split()) > 1:
+            self._say("usage: /resume ID (Tab lists this directory's sessions)")
+            return
+        try:
+            _, report = self._runtime.resume(reference)
+        except HarnessError as exc:
+            self._say(f"dsh: not resumed: {error_chain(exc)}")
+            return
+        for notice in report.notices:
+            self._say(f"dsh: {notice}")
+        await _show_resumed(self._runtime, self._out)
+        self._out.flush()
 
     async def _compact(self) -> None:
         """``/compact``: its line (or why not) shows as a turn's would; Ctrl-C cancels it."""
@@ -330,19 +356,41 @@ async def _show_resumed(runtime: Runtime, out: TextIO) -> None:
         await replay_events(log.events[starts[-1] :], out, runtime.err, True, describe)
 
 
+def _session_ids(runtime: Runtime) -> list[str]:
+    """This directory's sessions, newest first (what ``/resume ID`` completes)."""
+    try:
+        summaries = runtime.store.summaries(Path.cwd())
+    except HarnessError:
+        return []
+    return [summary.id for summary in summaries if summary.id != runtime.conversation.log.id]
+
+
 async def run_repl(runtime: Runtime, out: TextIO) -> int:
     """The interactive loop; returns the exit status (0 for Ctrl-D and /exit, 143 on SIGTERM)."""
+    colour = colour_wanted(out)
+    composer = Composer(runtime, out, colour=colour)
+    attention = Attention(runtime.config.notify, out)
+
+    def say(text: str) -> None:
+        out.write(neutralise(text) + "\n")
+        out.flush()
+
     editor: PromptSession[str] = PromptSession(
         history=_History(runtime.config.home, out),
-        key_bindings=_create_prompt_bindings(),
+        key_bindings=merge_key_bindings([_create_prompt_bindings(), editor_bindings(say)]),
         enable_suspend=True,  # Ctrl-Z at the prompt suspends, as it does during a turn
+        completer=composer.completer(COMMANDS, sessions=lambda: _session_ids(runtime)),
+        complete_while_typing=False,  # Tab asks; typing a message shows no menu
     )
     commands = _Commands(runtime, out)
     loop = asyncio.get_running_loop()
 
     def ctrl_c() -> None:
-        # Before its first request a turn may wait for MCP servers: Ctrl-C stops that wait.
-        if not runtime.cancel_turn("user") and runtime.starting is not None:
+        """Ctrl-C during a turn: cancel it, and drop the lines queued for after it. Before
+        its first request a turn may wait for MCP servers: Ctrl-C stops that wait."""
+        if runtime.cancel_turn("user"):
+            composer.drop_queue()
+        elif runtime.starting is not None:
             runtime.starting.stop_waiting()
 
     def arm_ctrl_c() -> None:
@@ -353,11 +401,14 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
 
     def show_turn_so_far() -> None:
         if runtime.current_view is not None:
+            composer.typeahead.pause()  # what is queued never answers the question
             runtime.current_view.before_question()
+            attention.question()
 
     def go_on() -> None:
         arm_ctrl_c()
         if runtime.current_view is not None:
+            composer.typeahead.listen()
             runtime.current_view.after_question()  # the call runs now: its live line
 
     question = TerminalQuestion(
@@ -365,7 +416,7 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
         before=show_turn_so_far,
         after=go_on,
         cancel_turn=runtime.cancel_turn,
-        colour=colour_wanted(out),
+        colour=colour,
         stdin=runtime.stdin,
         undo=runtime.undo_directory,
     )
@@ -394,8 +445,12 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
     out.flush()
     try:
         while stopper.status is None:
+            queued = composer.next_queued()  # entered while the last turn ran
             try:
-                line = await editor.prompt_async("> ", default=commands.undo.take_draft())
+                draft = commands.undo.take_draft() or composer.take_draft()  # /rewind's message
+                line = (
+                    queued if queued is not None else await editor.prompt_async("> ", default=draft)
+                )
             except KeyboardInterrupt:
                 # Ctrl-C at the prompt clears the line; on an empty one, say how to leave.
                 if not editor.default_buffer.text:
@@ -409,13 +464,26 @@ async def run_repl(runtime: Runtime, out: TextIO) -> int:
                 continue
             if line.strip() in LEAVING:
                 break
-            if line.startswith("//"):
-                line = line[1:]  # "//etc/hosts ..." sends "/etc/hosts ..."
+            if line.startswith(("//", "!!")):
+                line = line[1:]  # "//etc/hosts ..." sends "/etc/hosts ...", "!!" a "!"
             elif line.startswith("/"):
                 if not await commands.run(line):
                     break
                 continue
-            end = await runtime.run_turn(line, runtime.view(out, terminal=True))
+            elif line.startswith("!"):
+                await composer.own_command(line[1:])
+                arm_ctrl_c()
+                continue
+            message = await composer.message(line)  # @paths attached, !outputs offered
+            if message is None:
+                continue
+            started = time.monotonic()
+            composer.typeahead.listen()
+            try:
+                end = await runtime.run_turn(message, runtime.view(out, terminal=True))
+            finally:
+                composer.typeahead.pause()
+            attention.turn_ended(time.monotonic() - started)
             if end.failure is not None and end.failure.code == SANDBOX_ESCAPE:
                 # What the command left would run outside the sandbox: no next turn (SPEC 10.12).
                 out.write("dsh: stopped: the sandbox could not undo what a command left\n")

@@ -12,7 +12,6 @@ in ``test_terminal.py``; the helpers below serve the other pexpect tests too.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import os
@@ -20,7 +19,6 @@ import re
 import secrets
 import shlex
 import signal
-import struct
 import termios
 import threading
 from dataclasses import dataclass
@@ -56,22 +54,6 @@ UNDO_NOTE = r"(?: \(undo covers files in [^\r\n]*?\))?"
 
 def _raw(child: pexpect.spawn) -> bool:
     return not termios.tcgetattr(child.child_fd)[3] & termios.ICANON
-
-
-def _pending_input(child: pexpect.spawn) -> int:
-    """Bytes typed into the child's terminal that nobody has read yet (its input queue).
-
-    Asked of the child's side of the pty (``FIONREAD`` on the master counts the child's
-    output instead), opened without becoming our controlling terminal. In cooked mode it
-    counts whole lines only.
-    """
-    slave = os.readlink(f"/proc/{child.pid}/fd/0")
-    fd = os.open(slave, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
-    try:
-        count = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
-    finally:
-        os.close(fd)
-    return int(struct.unpack("i", count)[0])
 
 
 def _command_lines() -> dict[int, bytes]:
@@ -210,19 +192,21 @@ def test_typed_ahead_text_does_not_answer_the_question(
         term.send_turn("run something")
         term.child.expect_exact("… waiting for the model")
         term.child.send("y\r")  # typed while the model works: it must not count as a yes
-        wait_until(lambda: _pending_input(term.child) >= 2, "the typed line to be queued")
+        term.child.expect_exact("queued: y")  # (SPEC 17) and sent as the next turn
     finally:
         gate.set()  # the model answers: the question comes after the typing
     term.expect_question("bash", "$ touch typed-ahead-ran")
     term.keys("n\r")
     taken = term.child.expect_exact(["[tool refused bash]", "[tool bash exit"])
     assert taken == 0, "the line typed ahead answered the question"
-    term.send_turn("after")  # nor did the typed line survive as the next turn
+    term.child.expect_exact("You said: y")  # the queued line: the next turn
+    term.send_turn("after")
     term.child.expect_exact("You said: after")
     assert term.leave() == 0
     assert term.decisions() == ["rejected"]
     assert not (workdir / "typed-ahead-ran").exists()
-    assert [data["text"] for data in term.events("user/message")] == ["run something", "after"]
+    texts = [data["text"] for data in term.events("user/message")]
+    assert texts == ["run something", "y", "after"]
 
 
 # -- Ctrl-C -------------------------------------------------------------------------------------

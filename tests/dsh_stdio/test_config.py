@@ -204,3 +204,13 @@ def test_bad_long_session_settings_are_one_line(argv: list[str], said: str) -> N
     with pytest.raises(StartupError) as info:
         parse_config(argv, KEY)
     assert said in error_chain(info.value)
+
+
+def test_the_sandbox_modes_are_the_sandboxs_own() -> None:
+    """config.py spells them out so that reading flags loads none of the sandbox's code."""
+    from typing import get_args
+
+    from dsh_core.trust.sandbox import SandboxMode
+    from dsh_stdio.config import SANDBOX_MODES
+
+    assert get_args(SandboxMode) == SANDBOX_MODES
