@@ -154,6 +154,16 @@ class StubServer:
         with self._lock:
             self._queue.extend(behaviours)
 
+    def forget_script(self) -> list[Behaviour]:
+        """Drop what :meth:`enqueue` and :meth:`enqueue_summaries` scripted and no request took
+        (a test that ended early); what was dropped. A server shared by several tests starts
+        each with an empty script, so one test's leftovers never answer the next one."""
+        with self._lock:
+            left = [*self._queue, *self._summaries]
+            self._queue.clear()
+            self._summaries.clear()
+        return left
+
     def enqueue_summaries(self, *behaviours: Behaviour) -> None:
         """Script the answers to the next summary requests; with none queued, a summary
         request gets the stub's own summary (:mod:`.triggers`)."""

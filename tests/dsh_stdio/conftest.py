@@ -22,6 +22,15 @@ def stub() -> Iterator[StubServer]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def _fresh_script(stub: StubServer) -> Iterator[None]:
+    """The shared stub starts each test with nothing scripted: a test that ended before its
+    requests took what it queued must not answer the next test's (seen as a hang in CI)."""
+    stub.forget_script()
+    yield
+    stub.forget_script()
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
