@@ -265,6 +265,14 @@ def _front_matter(text: str) -> dict[str, Any] | str:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         fields = yaml.load("\n".join(lines[1:end]), Loader=loader)  # a safe loader
+    except yaml.MarkedYAMLError as exc:
+        where = exc.problem_mark or exc.context_mark
+        problem = " ".join(f"{exc.problem or exc.context or 'unreadable'}".split())[:200]
+        if where is not None:  # the file's line: the front matter begins on its second
+            problem += f" at line {where.line + 2}, column {where.column + 1}"
+        if "mapping values are not allowed" in problem:
+            problem += "; a value that holds ': ' needs quotes"
+        return f"its front matter is not valid YAML ({problem})"
     except (yaml.YAMLError, RecursionError) as exc:
         problem = " ".join(str(exc).split()) or type(exc).__name__
         return f"its front matter is not valid YAML ({problem[:200]})"

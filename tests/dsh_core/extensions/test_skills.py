@@ -53,6 +53,13 @@ def test_front_matter(front: str, fields: dict[str, object]) -> None:
     assert _front_matter(f"---\n{front}\n---\nbody\n") == fields
 
 
+def test_an_unquoted_colon_is_named_with_the_files_line_and_the_way_out() -> None:
+    answer = _front_matter("---\nname: a\ndescription: Use it: often\n---\nbody\n")
+    assert isinstance(answer, str)
+    assert answer.startswith("its front matter is not valid YAML (mapping values are not allowed")
+    assert answer.endswith(" at line 3, column 20; a value that holds ': ' needs quotes)")
+
+
 @pytest.mark.parametrize(
     ("front", "problem"),
     [
