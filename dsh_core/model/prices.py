@@ -1,17 +1,24 @@
 """What tokens cost: each model's prices, and a request's cost in US dollars (SPEC 15).
 
-    prices = price_of("deepseek-v4-flash")            # Prices(0.0028, 0.14, 0.28)
-    cost_of(Usage(1_000_000, 2_000, 900_000), prices)  # 0.0028*0.9 + 0.14*0.1 + 0.28*0.002
+    prices = price_of("deepseek-v4-flash")            # Prices(0.006, 0.30, 1.20)
+    cost_of(Usage(1_000_000, 2_000, 900_000), prices)  # 0.006*0.9 + 0.30*0.1 + 1.20*0.002
     price_of("qwen3-32b")                              # None: tokens only
 
 Prices are US dollars per million tokens, in DeepSeek's three columns: input served from the
 prompt cache (a hit), input not served from it (a miss), and output (reasoning included, as
-DeepSeek bills it). The table holds DeepSeek's published prices for the V4 family
-(``deepseek-v4-flash``, ``deepseek-v4-pro``, their dated variants, and the retired aliases of
-flash), as https://api-docs.deepseek.com/quick_start/pricing listed them (checked 2026-12-02;
-``docs/notes/2026-12-02-headless-and-cost.md``). Prices change: ``config.toml``
-``[models.NAME]`` overrides them, or gives a model of another server its own. For any other
-name no price is assumed: a wrong dollar figure is worse than none.
+DeepSeek bills it). The table holds DeepSeek's published prices for the V4 family as
+https://api-docs.deepseek.com/quick_start/pricing listed them when checked on 2026-11-15
+(``docs/notes/2026-12-03-headless-and-cost.md``): ``deepseek-flash`` (DeepSeek-V4.1-Flash) and
+the legacy names billed as it (``deepseek-v4-flash``, its dated variants and vision variant,
+and the retired aliases ``deepseek-chat``/``deepseek-reasoner`` that SPEC 11 names), and
+``deepseek-v4-pro``.
+
+**At the peak rate.** DeepSeek bills half of it off-peak (every hour but 01:00-04:00 and
+06:00-10:00 UTC on weekdays). dsh prices every request at the peak rate, so its figures are an
+upper bound: off-peak they read up to twice the bill, and ``--max-cost`` stops early, never late.
+Prices change: ``config.toml`` ``[models.NAME]`` overrides them (the off-peak rates, say), or
+gives a model of another server its own. For any other name no price is assumed: a wrong
+dollar figure is worse than none.
 """
 
 from __future__ import annotations
@@ -52,14 +59,17 @@ class Prices:
 PRICE_KEYS = {"input_cache_hit": "cache_hit", "input_cache_miss": "cache_miss", "output": "output"}
 """The keys of a ``[models.NAME]`` table in ``config.toml``, and the field each sets."""
 
-_FLASH = Prices(cache_hit=0.0028, cache_miss=0.14, output=0.28)
-_PRO = Prices(cache_hit=0.003625, cache_miss=0.435, output=0.87)
+_FLASH = Prices(cache_hit=0.006, cache_miss=0.30, output=1.20)
+_PRO = Prices(cache_hit=0.044, cache_miss=1.32, output=3.96)
+
+_DATED = r"(?:-\d{4}(?:-?\d{2}-?\d{2})?)?"  # a dated variant, as models.py reads it: -0324
 
 DEEPSEEK_PRICES = (
-    # A dated variant's suffix as models.py reads it: -0324, -20260415, -2026-04-15.
-    (r"deepseek-v4-flash(?:-\d{4}(?:-?\d{2}-?\d{2})?)?", _FLASH),
-    (r"deepseek-v4-pro(?:-\d{4}(?:-?\d{2}-?\d{2})?)?", _PRO),
-    # Retired aliases of V4 flash (its non-thinking and thinking modes), billed as flash.
+    # DeepSeek's name now, and the legacy names it serves and bills as Flash.
+    (rf"deepseek-flash{_DATED}", _FLASH),
+    (rf"deepseek-v4-flash{_DATED}(?:-vision-exp)?", _FLASH),
+    (rf"deepseek-v4-pro{_DATED}", _PRO),
+    # Retired aliases of V4 flash (SPEC 11); a server that still takes them bills them as it.
     (r"deepseek-(?:chat|reasoner)", _FLASH),
 )
 """DeepSeek's published prices, by model name (matched whole, case-insensitively)."""

@@ -135,7 +135,7 @@ class Tally:
                 self._unavailable.add(call_id)
             case ToolResult(call_id=call_id) if call_id in self._unavailable:
                 self._unavailable.discard(call_id)
-                refusal = Refusal(self._calls.get(call_id, ""), record.content)
+                refusal = Refusal(self._calls.get(call_id, ""), record.output.content)
                 for spend in sums:
                     spend.refused.append(refusal)
             case TurnChanges(changed=changed):

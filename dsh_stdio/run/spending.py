@@ -14,17 +14,46 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dsh_core.agent.budget import CostLimit
 from dsh_core.errors import FailureRecord
 from dsh_core.model.prices import Prices, cost_of, dollars, saved_by
 from dsh_core.model.seam import Usage
+from dsh_core.session import encode_line
 from dsh_core.session.tally import Spend, Tally
 
 from ..status import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from dsh_core.agent.loop import Conversation
+    from dsh_core.session import SessionLog
 
-__all__ = ["context_words", "result_record", "turn_meter", "usage_rows", "window_words"]
+    from ..config import Config
+    from .runtime import Runtime
+
+__all__ = [
+    "context_words",
+    "result_record",
+    "run_result",
+    "run_status",
+    "session_spending",
+    "startup_result",
+    "turn_meter",
+    "usage_rows",
+    "window_words",
+]
+
+
+def session_spending(config: Config, log: SessionLog) -> tuple[Tally, CostLimit]:
+    """The tally of the session of ``log`` (this run's part starts at the events loaded) and
+    the ``--max-cost`` limit that reads it."""
+    tally = Tally(config.price, since=len(log.events))
+    return tally, CostLimit(config.max_cost, tally, config.price)
+
+
+def run_status(status: int, tally: Tally) -> int:
+    """The run's exit status, with SPEC 15's 3: no turn failed, but dsh refused a call it could
+    not ask about (a person's own no is a ``rejected`` decision, not counted here)."""
+    return EXIT_REFUSED if status == EXIT_OK and tally.run.refused else status
 
 
 def window_words(window: int) -> str:
@@ -93,18 +122,20 @@ def result_record(
     says what failed, when something did.
     """
     spend = spend if spend is not None else Spend()
-    failed = next((end for end in spend.ends if end.kind in ("error", "rejected")), None)
+    # A turn a load closed as ``interrupted`` was an earlier run's (SPEC 3).
+    ends = [end for end in spend.ends if end.kind != "interrupted"]
+    failed = next((end for end in ends if end.kind in ("error", "rejected")), None)
     if status == EXIT_USAGE:
         outcome = "startup-failed"
     elif status == EXIT_REFUSED:
         outcome = "refused"
     elif status == EXIT_FAILED:
-        aborted = any(end.kind == "aborted" for end in spend.ends)  # output closed
+        aborted = any(end.kind == "aborted" for end in ends)  # output closed
         outcome = failed.kind if failed is not None else "aborted" if aborted else "error"
     elif status != EXIT_OK:
         outcome = "aborted"
     else:
-        outcome = spend.ends[-1].name if spend.ends else "completed"
+        outcome = ends[-1].name if ends else "completed"
     if failure is None and failed is not None:
         failure = failed.failure or FailureRecord("REJECTED", failed.reason or "")
     value: dict[str, Any] = {
@@ -127,3 +158,16 @@ def result_record(
     if failure is not None:
         value["error"] = failure.to_json()
     return value
+
+
+def run_result(runtime: Runtime, status: int) -> dict[str, Any]:
+    """The ``result`` line of the run that ``runtime`` ran, which exits with ``status``."""
+    tally = runtime.tally
+    tally.update(runtime.conversation.log.events)
+    return result_record(status, session=runtime.conversation.log.id, spend=tally.run)
+
+
+def startup_result(exc: BaseException) -> str:
+    """The ``result`` line of a run that failed before it had a session, as one line of text."""
+    value = result_record(EXIT_USAGE, session=None, failure=FailureRecord.from_exception(exc))
+    return encode_line(value).decode("utf-8")
