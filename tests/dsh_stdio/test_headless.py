@@ -57,7 +57,8 @@ def result_of(run: Run) -> dict[str, Any]:
     assert objects[-1] is results[0], "the result line is not the last one"
     assert set(results[0]) - {"error"} == RESULT_KEYS
     assert results[0]["exit_status"] == run.returncode
-    return results[0]
+    result: dict[str, Any] = results[0]
+    return result
 
 
 def usages(run: Run) -> list[dict[str, Any]]:
@@ -66,8 +67,8 @@ def usages(run: Run) -> list[dict[str, Any]]:
 
 def dollars(usage: dict[str, Any], prices: tuple[float, float, float]) -> float:
     """What one request cost: its tokens times ``prices`` (hit, miss, output per 1M)."""
-    hit = usage["cached_tokens"]
-    miss = usage["prompt_tokens"] - hit
+    hit: int = usage["cached_tokens"]
+    miss: int = usage["prompt_tokens"] - hit
     return (hit * prices[0] + miss * prices[1] + usage["completion_tokens"] * prices[2]) / 1e6
 
 
