@@ -104,7 +104,8 @@ def controlling_terminal(err: TextIO) -> TextIO | None:
     try:
         if not os.isatty(fd):
             raise OSError("/dev/tty is not a terminal")
-        return open(fd, "r+", buffering=1, encoding="utf-8", errors="replace")
+        # Written to as a text stream; answers are read from its descriptor (os.read).
+        return open(fd, "w", buffering=1, encoding="utf-8", errors="replace")
     except OSError:
         os.close(fd)
         return None

@@ -69,7 +69,8 @@ def dollars(usage: dict[str, Any], prices: tuple[float, float, float]) -> float:
     """What one request cost: its tokens times ``prices`` (hit, miss, output per 1M)."""
     hit: int = usage["cached_tokens"]
     miss: int = usage["prompt_tokens"] - hit
-    return (hit * prices[0] + miss * prices[1] + usage["completion_tokens"] * prices[2]) / 1e6
+    out: int = usage["completion_tokens"]
+    return (hit * prices[0] + miss * prices[1] + out * prices[2]) / 1e6
 
 
 def shown(amount: float) -> str:
