@@ -33,7 +33,7 @@ def piped(stdin: str, *args: str, setsid: bool = False) -> list[str]:
 def ended(term: Terminal) -> int:
     term.child.expect(pexpect.EOF)
     term.child.close()
-    status = term.child.exitstatus
+    status: int | None = term.child.exitstatus
     assert status is not None
     return status
 
