@@ -4,9 +4,9 @@
     tally.update(log.events)              # folds what was appended since the last call
     tally.session.cost, tally.run.turns   # 0.0042, 1
 
-Two sums: :attr:`Tally.session`, everything the log holds (what ``--max-cost`` and ``/usage``
-count), and :attr:`Tally.run`, the events from ``since`` on (what this run's ``--json``
-``result`` line reports). Money is what was spent: a turn that ``/rewind`` withdrew still
+Three sums: :attr:`Tally.session`, everything the log holds (what ``--max-cost`` and ``/usage``
+count), :attr:`Tally.run`, the events from ``since`` on (what this run's ``--json`` ``result``
+line reports), and :attr:`Tally.turn`, the last turn's. Money is what was spent: a turn that ``/rewind`` withdrew still
 counts, and so does a compaction's summary request. Each request is priced by the model its
 turn started with; one whose model has no known price leaves the cost unknown (``cost`` None
 from then on: a total that silently left a request out would be a wrong number).
@@ -91,6 +91,8 @@ class Tally:
         self.since = since
         self.session = Spend()
         self.run = Spend()
+        self.turn = Spend()
+        """The turn last started (``/usage`` says what it cost)."""
         self.model = ""
         """The model of the turn last started."""
         self.last_prompt = 0
@@ -113,7 +115,9 @@ class Tally:
 
     def _fold(self, event: SessionEvent, this_run: bool) -> None:
         record = event.record
-        sums = (self.session, self.run) if this_run else (self.session,)
+        if isinstance(record, TurnStart):
+            self.turn = Spend()
+        sums = (self.session, self.turn, self.run) if this_run else (self.session, self.turn)
         match record:
             case TurnStart(model=model):
                 self.model = model

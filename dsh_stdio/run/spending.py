@@ -98,13 +98,16 @@ def turn_meter(
 def usage_rows(
     conversation: Conversation, tally: Tally, price: Callable[[str], Prices | None]
 ) -> list[tuple[str, str]]:
-    """The rows ``/usage`` adds: the session's cost and what the cache saved."""
+    """The rows ``/usage`` adds: the session's cost, what the cache saved, the last turn's."""
     tally.update(conversation.log.events)
-    spend = tally.session
+    spend, turn = tally.session, tally.turn
     name = conversation.model_name
     if spend.cost is None or price(name) is None:
         return [("cost", f"not known (no prices for {name}: config.toml [models.{name}])")]
-    return [("cost", f"{dollars(spend.cost)} (the prompt cache saved {dollars(spend.saved)})")]
+    rows = [("cost", f"{dollars(spend.cost)} (the prompt cache saved {dollars(spend.saved)})")]
+    if spend.turns and turn.cost is not None:
+        rows.append(("last turn", f"{dollars(turn.cost)} (cache saved {dollars(turn.saved)})"))
+    return rows
 
 
 def result_record(

@@ -103,3 +103,21 @@ def test_without_a_controlling_terminal_the_call_is_refused(
         term.child.close(force=True)
     assert "Allow bash?" not in term.screen.getvalue()
     assert decisions(home) == ["unavailable"]
+
+
+def test_usage_shows_the_sessions_and_the_last_turns_dollars(term: Terminal) -> None:
+    from tests.dsh_stdio.test_headless import FLASH, dollars, shown
+
+    term.send_turn("first question")
+    term.send_turn("second question")
+    term.send_turn("/usage")
+    term.child.expect(r"cost +(\$[\d.]+) \(the prompt cache saved (\$[\d.]+)\)\r\n")
+    session, saved = term.child.match.groups()
+    term.child.expect(r"last turn +(\$[\d.]+) \(cache saved \$[\d.]+\)\r\n")
+    last = term.child.match.group(1)
+    assert term.leave() == 0
+    events = read_events(single_log(term.home))
+    usages = [e["data"] for e in events if e["type"] == "usage"]
+    assert session == shown(sum(dollars(u, FLASH) for u in usages))
+    assert saved == shown(sum(u["cached_tokens"] * (FLASH[1] - FLASH[0]) / 1e6 for u in usages))
+    assert last == shown(dollars(usages[-1], FLASH))
