@@ -6,10 +6,10 @@
 
 Three sums: :attr:`Tally.session`, everything the log holds (what ``--max-cost`` and ``/usage``
 count), :attr:`Tally.run`, the events from ``since`` on (what this run's ``--json`` ``result``
-line reports), and :attr:`Tally.turn`, the last turn's. Money is what was spent: a turn that ``/rewind`` withdrew still
-counts, and so does a compaction's summary request. Each request is priced by the model its
-turn started with; one whose model has no known price leaves the cost unknown (``cost`` None
-from then on: a total that silently left a request out would be a wrong number).
+line reports), and :attr:`Tally.turn`, the last turn's. Money is what was spent: a turn that
+``/rewind`` withdrew still counts, and so does a compaction's summary request. Each request is
+priced by the model its turn started with; one whose model has no known price leaves the cost
+unknown (``cost`` None from then on: a total that silently left a request out would be wrong).
 
 It folds the log as it grows, like the history does, so it must follow it from its start: a
 log lets go of what a compaction replaced (:meth:`~dsh_core.session.SessionLog.forget`).
