@@ -21,10 +21,10 @@
     allow_private_addresses = true       # web_fetch may reach this machine and private networks
     search_base_url = "https://gateway.example.com/anthropic/v1"   # where web_search goes
 
-    [models.deepseek-v4-pro]             # prices, US dollars per million tokens (SPEC 15):
-    input_cache_hit = 0.003625           # a key left out keeps DeepSeek's published price;
-    input_cache_miss = 0.435             # a model dsh has no price for needs all three
-    output = 0.87
+    [models.deepseek-v4-pro]             # prices, US dollars per million tokens (SPEC 15),
+    input_cache_hit = 0.022              # here DeepSeek's off-peak ones; a key left out keeps
+    input_cache_miss = 0.66              # DeepSeek's published (peak) price; a model dsh has
+    output = 1.98                        # no price for needs all three
 
 Keys outside a table (``notify``, ``checkpoints``) come before the first one, as TOML reads
 them; ``checkpoints = false`` is ``--no-checkpoints``.

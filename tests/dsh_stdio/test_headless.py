@@ -382,3 +382,11 @@ def test_a_max_cost_end_is_read_back_and_an_unknown_kind_is_a_normal_end(
     assert "[turn" not in shown_log.stdout  # no outcome line for a normal end
     again = dsh(dsh_env, workdir, "--continue", "hello")
     assert again.returncode == 0, again.stderr
+
+
+def test_a_cost_limit_needs_the_models_prices(dsh_env: dict[str, str], workdir: Path) -> None:
+    run = dsh(dsh_env, workdir, "--model", "qwen3-32b", "--max-cost", "1", "hello")
+    assert run.returncode == 2
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("dsh: startup failed: --max-cost needs the prices of model qwen3-32b")
+    assert "[models.qwen3-32b]" in line
