@@ -83,9 +83,8 @@ def turn_meter(
     words: list[str] = []
     prices = price(conversation.model_name)
     if usage is not None and prices is not None:
-        cost = dollars(cost_of(usage, prices))
-        saved = saved_by(usage, prices)
-        words.append(f"{cost} (cache saved {dollars(saved)})" if saved else cost)
+        cost, saved = dollars(cost_of(usage, prices)), dollars(saved_by(usage, prices))
+        words.append(f"{cost} (cache saved {saved})")  # $0 too: the line keeps one shape
     tally.update(conversation.log.events)
     if prices is not None and tally.session.cost is not None:
         words.append(f"session {dollars(tally.session.cost)}")

@@ -193,7 +193,7 @@ def tool_results(dsh_home: Path) -> list[dict[str, Any]]:
 
 def assert_went_on(result: support.Run) -> None:
     """The session answered the line after the turn under test, and ended well."""
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # refused (SPEC 15)
     assert result.stdout.endswith(f"You said: {NEXT}\n"), result.stdout
     assert "Traceback" not in result.stderr
 
