@@ -19,12 +19,13 @@ A model without a known price cannot be budgeted: its turn stops, saying how to 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ..model.prices import MILLION, Prices, dollars
 
 if TYPE_CHECKING:
+    from ..session.events import SessionEvent
     from ..session.tally import Tally
     from .loop import Conversation
 
@@ -63,11 +64,17 @@ class CostLimit:
         self._price = price
 
     def refuses(self, conversation: Conversation) -> str | None:
+        return self.refuses_next(
+            conversation.log.events, conversation.model_name, conversation.keeper.size
+        )
+
+    def refuses_next(self, events: Sequence[SessionEvent], name: str, size: int) -> str | None:
+        """Why a request of ``size`` input tokens to model ``name`` may not be sent, with the
+        session's ``events`` so far; None when it may."""
         tally = self.tally
-        tally.update(conversation.log.events)
+        tally.update(events)
         if self.limit is None:
             return None
-        name = conversation.model_name
         prices = self._price(name)
         spent = tally.session.cost
         limit = f"the limit is {dollars(self.limit)}"
@@ -78,7 +85,7 @@ class CostLimit:
             )
         answered = tally.requests
         output = tally.session.completion_tokens // answered if answered else 0
-        estimate = estimate_request(conversation.keeper.size, tally.last_prompt, output, prices)
+        estimate = estimate_request(size, tally.last_prompt, output, prices)
         if spent + estimate <= self.limit:
             return None
         return (
