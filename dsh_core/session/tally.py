@@ -18,10 +18,10 @@ log lets go of what a compaction replaced (:meth:`~dsh_core.session.SessionLog.f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from ..model.prices import Prices, cost_of, saved_by
 from ..model.seam import Usage
+from ..records import record
 from .events import (
     ApprovalDecided,
     AssistantStep,
@@ -38,7 +38,7 @@ from .undo import CheckpointTaken, TurnChanges
 __all__ = ["Refusal", "Spend", "Tally"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Refusal:
     """A call dsh refused because nobody could be asked, or the policy forbids it unattended."""
 
@@ -47,26 +47,44 @@ class Refusal:
     """What the model was told (``Error: tool "bash" needs approval and ...``)."""
 
 
-@dataclass(slots=True)
 class Spend:
-    """Tokens, dollars and what happened, over some of a session's events."""
+    """Tokens, dollars and what happened, over some of a session's events.
 
-    turns: int = 0
-    steps: int = 0
-    """Steps the model answered, whole or cut off (a compaction's summary is not one)."""
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float | None = 0.0
-    """US dollars; None once a request was made with a model that has no known price."""
-    saved: float = 0.0
-    """What the prompt cache saved, in dollars, over the requests that have a price."""
-    refused: list[Refusal] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    """Paths the turns changed, each once, in the order they were first changed."""
-    checkpoint: str | None = None
-    """The last checkpoint taken (``dsh --undo`` goes back to before it)."""
-    ends: list[TurnEnd] = field(default_factory=list)
+    A plain class: a dataclass costs a millisecond of every start to define, and this one is
+    made at every start.
+    """
+
+    __slots__ = (
+        "cached_tokens",
+        "changed",
+        "checkpoint",
+        "completion_tokens",
+        "cost",
+        "ends",
+        "prompt_tokens",
+        "refused",
+        "saved",
+        "steps",
+        "turns",
+    )
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.steps = 0
+        """Steps the model answered, whole or cut off (a compaction's summary is not one)."""
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.completion_tokens = 0
+        self.cost: float | None = 0.0
+        """US dollars; None once a request was made with a model that has no known price."""
+        self.saved = 0.0
+        """What the prompt cache saved, in dollars, over the requests that have a price."""
+        self.refused: list[Refusal] = []
+        self.changed: list[str] = []
+        """Paths the turns changed, each once, in the order they were first changed."""
+        self.checkpoint: str | None = None
+        """The last checkpoint taken (``dsh --undo`` goes back to before it)."""
+        self.ends: list[TurnEnd] = []
 
     def add(self, usage: Usage, prices: Prices | None) -> None:
         self.prompt_tokens += usage.prompt_tokens
