@@ -150,7 +150,8 @@ async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     reader = LineReader(stdin, runtime.conversation.input_limit)
-    tty = _ask_where_a_person_is(runtime, stopper)
+    # stdin a terminal (stdout redirected): its lines are the turns, and it is not asked on.
+    tty = None if os.isatty(stdin) else _ask_where_a_person_is(runtime, stopper)
     terminal = out.isatty()
     status = EXIT_OK
     try:
