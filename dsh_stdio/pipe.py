@@ -1,7 +1,9 @@
 """Pipe mode (one turn per input line) and one-shot mode (``dsh "question"``).
 
 No prompt_toolkit on a pipe: it would write redraws and a "not a terminal" warning into the
-transcript (a one-shot run at a terminal loads it for an approval question, on stderr). Lines
+transcript (a one-shot run at a terminal loads it for an approval question, on stderr; a run
+whose stdin is a pipe, for one on the controlling terminal, ``/dev/tty``, when a person is at
+it: SPEC 15). Lines
 are read one at a time by a daemon thread, so a pipe that stays open does not hold back the
 first answer, and a blocked read never keeps the process alive. After a failure that every
 later line would meet too (``STOPPING_CODES``) the rest of the input is not sent.
