@@ -558,6 +558,7 @@ class Runtime:
         return TurnEnd(-1, "error", FailureRecord.from_exception(exc))  # -1: not in the log
 
     def _shown(self, end: TurnEnd, view: TurnView) -> TurnEnd:
+        self.tally.update(self.conversation.log.events)  # before a /compact lets go of them
         view.finish(end, steps=self.conversation.max_steps)
         if view.output_error is not None:
             # stdout is what failed, so the one place left to say it is stderr.
