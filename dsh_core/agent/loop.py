@@ -58,13 +58,7 @@ from ..errors import (
 )
 from ..fileio import format_size
 from ..masking import mask
-from ..model.seam import (
-    ChatModel,
-    ChatRequest,
-    Event,
-    Message,
-    RetryNotice,
-)
+from ..model.seam import ChatModel, ChatRequest, Event, Message, RetryNotice
 from ..session import SessionLog
 from ..session.closing import answer_unanswered, closing_records
 from ..session.events import (
