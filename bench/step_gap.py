@@ -88,6 +88,9 @@ class Timed:
             yield event
         self.ended = time.perf_counter()
 
+    async def close(self) -> None:
+        await self.adapter.close()
+
 
 async def one_run(url: str, home: Path, size: int, *, cached: bool) -> tuple[float, float, int]:
     """Median gap and median ``json.dumps`` (seconds) of the measured steps; the body size."""

@@ -414,20 +414,22 @@ def _scan(fd: int, path: Path) -> _Scan:
         header = check_header(header_line, path)
         offset = len(header_line)
         number = 1
+        append = events.append  # the loop runs once per line of a long session: plain style
         for raw in file:
             number += 1
-            if not raw.endswith(b"\n"):
+            if raw[-1:] != b"\n":
                 torn = (number, offset)
                 break
             if damage is None:
-                parsed = decode_event(raw, len(events))
+                parsed = decode_event(raw, number - 2)
                 if isinstance(parsed, str):
                     damage = (number, offset, parsed)
                 else:
-                    events.append(parsed)
-                    if isinstance(parsed.record, TurnStart):
-                        open_turn = parsed.record.turn
-                    elif isinstance(parsed.record, TurnEnd):
+                    append(parsed)
+                    record = parsed.record
+                    if isinstance(record, TurnStart):
+                        open_turn = record.turn
+                    elif isinstance(record, TurnEnd):
                         open_turn = None
             elif is_turn_end(raw):
                 # A complete turn/end after the damage: the damage is inside a finished turn,
