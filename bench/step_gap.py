@@ -32,7 +32,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
-from bench.steps import KEY, MODEL, PROMPT, start_stub
+from steps import KEY, MODEL, PROMPT, start_stub  # a sibling: bench/ is sys.path[0]
+
 from dsh_core.agent.loop import Conversation
 from dsh_core.model.deepseek import DeepSeekAdapter
 from dsh_core.model.seam import ChatRequest, Event, ToolSpec
