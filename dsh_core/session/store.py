@@ -39,7 +39,17 @@ from ..errors import SessionLogError, UsageError
 from ..fileio import fsync_directory
 from .catalogue import SessionSummary, StoredSession, read_log, summarise_log
 from .closing import closing_records
-from .events import Record, SessionEvent, TurnEnd, TurnStart
+from .events import (
+    FORGOTTEN,
+    REPLACED_CONTENT,
+    CompactionEnd,
+    CompactionStart,
+    CompactionSummary,
+    Record,
+    SessionEvent,
+    TurnEnd,
+    TurnStart,
+)
 from .lines import (
     FORMAT_VERSION,
     check_header,
@@ -399,8 +409,9 @@ class _Scan:
     """(line number, byte offset) of a last line without its newline."""
 
 
-def _scan(fd: int, path: Path) -> _Scan:
-    """Read the whole log once, line by line, and find where its good part ends."""
+def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
+    """Read the whole log once, line by line, and find where its good part ends; with
+    ``let_go``, without holding what its compactions replaced (:class:`_Replaced`)."""
     events: list[SessionEvent] = []
     open_turn: int | None = None
     damage: tuple[int, int, str] | None = None
@@ -414,6 +425,7 @@ def _scan(fd: int, path: Path) -> _Scan:
         header = check_header(header_line, path)
         offset = len(header_line)
         number = 1
+        replaced = _Replaced(events)
         append = events.append  # the loop runs once per line of a long session: plain style
         for raw in file:
             number += 1
@@ -427,10 +439,15 @@ def _scan(fd: int, path: Path) -> _Scan:
                 else:
                     append(parsed)
                     record = parsed.record
-                    if isinstance(record, TurnStart):
-                        open_turn = record.turn
-                    elif isinstance(record, TurnEnd):
+                    kind = record.__class__
+                    if kind is TurnStart:
+                        open_turn = record.turn  # type: ignore[union-attr]
+                        replaced.turn_start = parsed.seq
+                    elif kind is TurnEnd:
                         open_turn = None
+                        replaced.turn_start = None
+                    elif kind in _COMPACTION and let_go:
+                        replaced.fold(parsed)
             elif is_turn_end(raw):
                 # A complete turn/end after the damage: the damage is inside a finished turn,
                 # and moving it would drop that turn. Refuse rather than guess.
@@ -442,7 +459,64 @@ def _scan(fd: int, path: Path) -> _Scan:
                     "so dsh will not repair it",
                 )
             offset += len(raw)
+    if replaced.reached_back:
+        return _scan(fd, path, let_go=False)
     return _Scan(header, events, open_turn, damage, torn)
+
+
+_COMPACTION = frozenset((CompactionStart, CompactionSummary, CompactionEnd))
+
+
+class _Replaced:
+    """Lets go of what each compaction of a log being loaded replaced, once its end is read.
+
+    Without it a resume held every event of a long session, though after a compaction the
+    model never sees the events it summarised again (a 42 MB log took 97 MB). It follows the
+    compactions as :class:`dsh_core.agent.history.History` folds them (a start, then its
+    summary, then the end puts it in force, if the summary names events before its start),
+    and lets go of the same events a running session does (:meth:`SessionLog.forget`): those
+    through ``replaces_through``, never the open turn's. Only :data:`REPLACED_CONTENT` goes,
+    since no history has folded the rest yet.
+    """
+
+    def __init__(self, events: list[SessionEvent]) -> None:
+        self.events = events
+        self.turn_start: int | None = None
+        """The seq of the open turn's ``turn/start``; None between turns."""
+        self._pending: tuple[int, CompactionSummary | None] | None = None
+        """A compaction begun (the seq of its start) and its summary, until its end."""
+        self._let_go = 0
+        """Events before this index were looked at already."""
+        self.reached_back = False
+        """A compaction in force keeps events an earlier one let go of."""
+
+    def fold(self, event: SessionEvent) -> None:
+        """Follow one compaction event (the last one appended to ``events``)."""
+        record = event.record
+        if isinstance(record, CompactionStart):
+            self._pending = (event.seq, None)
+        elif isinstance(record, CompactionSummary):
+            if self._pending is not None:
+                self._pending = (self._pending[0], record)
+        else:
+            pending, self._pending = self._pending, None
+            if pending is None or pending[1] is None:
+                return
+            start, summary = pending[0], pending[1]
+            if not -1 <= summary.replaces_through < start:
+                return  # the history keeps itself whole: so does memory
+            through = summary.replaces_through
+            if through + 1 < self._let_go:
+                # It keeps events an earlier compaction replaced (the loop never writes that,
+                # a hand-edited log may): they are gone from memory, so load again, whole.
+                self.reached_back = True
+            if self.turn_start is not None:
+                through = min(through, self.turn_start - 1)
+            events = self.events
+            for index in range(self._let_go, through + 1):
+                if events[index].record.__class__ in REPLACED_CONTENT:
+                    events[index] = FORGOTTEN
+            self._let_go = max(self._let_go, through + 1)
 
 
 # Reading without a lock: listings and transcripts (``dsh --sessions``, ``dsh --show``).
