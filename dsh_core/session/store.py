@@ -29,7 +29,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import SessionLogError, UsageError
 from ..fileio import fsync_directory
-from .catalogue import SessionSummary, StoredSession, read_log, summarise_log
+from .catalogue import SessionSummary, StoredSession, read_log, summarise_found
 from .closing import closing_records
 from .events import (
     FORGOTTEN,
@@ -50,6 +50,7 @@ from .events import (
     TurnEnd,
     TurnStart,
 )
+from .ids import note, place
 from .lines import (
     FORMAT_VERSION,
     check_header,
@@ -176,6 +177,9 @@ class SessionStore:
         else:
             directory = parent.path.parent / SUBAGENTS_DIR / session_id
         path = directory / LOG_NAME
+        taken = place(self.root, session_id)
+        if taken is not None:  # in another directory: ids name one session, wherever it is
+            raise SessionLogError(f"session {session_id} already exists in {taken.parent}")
         header: dict[str, Any] = {
             "type": "session",
             "version": FORMAT_VERSION,
@@ -212,6 +216,7 @@ class SessionStore:
             if isinstance(exc, OSError):
                 raise SessionLogError(f"cannot create session log {path}") from exc
             raise
+        note(self.root, session_id, path)  # after the log is durable: an entry never leads on
         return SessionLog(fd=fd, path=path, header=header, events=[], clock=self._clock)
 
     def open(self, session_id: str) -> tuple[SessionLog, LoadReport]:
@@ -225,24 +230,47 @@ class SessionStore:
     def find(self, session_id: str) -> Path:
         """The log of the session ``session_id``, without opening it.
 
+        One look at the id's index entry (:mod:`dsh_core.session.ids`), whatever the number of
+        sessions stored; without a sound entry, a walk of the store, which then writes it.
         Raises SessionLogError for an id that is unknown, unsafe, or in two directories.
         """
-        found = (
-            sorted(
-                [
-                    *self.root.glob(f"*/{session_id}/{LOG_NAME}"),
-                    *self.root.glob(f"*/*/{SUBAGENTS_DIR}/{session_id}/{LOG_NAME}"),
-                ]
-            )
-            if _ID_PATTERN.fullmatch(session_id)
-            else []
-        )
+        if not _ID_PATTERN.fullmatch(session_id):
+            found = []
+        elif (indexed := place(self.root, session_id)) is not None:
+            return indexed
+        else:
+            found = sorted(log for name, log in self._walk(session_id) if name == session_id)
+            if len(found) == 1:
+                note(self.root, session_id, found[0])
         if not found:
             raise SessionLogError(f"no session {session_id!r} in {self.root}")
         if len(found) > 1:
             places = ", ".join(str(path) for path in found)
             raise SessionLogError(f"session id {session_id!r} is ambiguous: {places}")
         return found[0]
+
+    def indexed(self, session_id: str) -> bool:
+        """Whether the index knows ``session_id``'s log (one look; False says nothing)."""
+        return bool(_ID_PATTERN.fullmatch(session_id)) and place(self.root, session_id) is not None
+
+    def ids_starting_with(self, prefix: str) -> list[str]:
+        """The ids of the stored sessions (subagents' included) that begin with ``prefix``,
+        sorted. A walk of the store: an index cannot say that no other id begins so."""
+        return sorted({name for name, _ in self._walk(prefix)})
+
+    def _walk(self, prefix: str) -> Iterator[tuple[str, Path]]:
+        """(id, log) of each stored session whose id begins with ``prefix``."""
+        for key in _directories(self.root):
+            for session in _directories(key.path):
+                if session.name.startswith(prefix):
+                    log = Path(session.path, LOG_NAME)
+                    if log.exists():
+                        yield session.name, log
+                for child in _directories(os.path.join(session.path, SUBAGENTS_DIR)):
+                    if child.name.startswith(prefix):
+                        log = Path(child.path, LOG_NAME)
+                        if log.exists():
+                            yield child.name, log
 
     def newest(self, cwd: Path) -> tuple[SessionLog, LoadReport] | None:
         """Load the most recently written session of ``cwd``, or None when it has none."""
@@ -260,30 +288,30 @@ class SessionStore:
         """Sessions of ``cwd`` (or of every directory) for a listing, most recent first.
 
         Read-only and fast: no lock, no repair, and from each log only its head and its tail
-        (see :func:`summarise_log`); the first is the one :meth:`newest` would load. A damaged
-        log is listed with what could be read. Raises SessionLogError when the sessions
-        directory itself cannot be read; a missing one holds no sessions.
+        (see :func:`summarise_found`: one ``open`` and one ``fstat`` a session); the first is
+        the one :meth:`newest` would load. A damaged log is listed with what could be read.
+        Raises SessionLogError when the sessions directory itself cannot be read; a missing
+        one holds no sessions.
         """
         try:
             if not stat.S_ISDIR(os.stat(self.root).st_mode):
                 raise SessionLogError(f"{self.root} is not a directory")
             if cwd is None:
-                keys = sorted(self.root.iterdir())
+                with os.scandir(self.root) as entries:
+                    keys = [e.path for e in entries if not e.name.startswith(".") and e.is_dir()]
             else:
-                keys = [self.root / cwd_key(os.path.abspath(cwd))]
-            found = [item for key in keys for item in self._logs(key)]
+                keys = [os.path.join(self.root, cwd_key(os.path.abspath(cwd)))]
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise SessionLogError(f"cannot read the sessions in {self.root}") from exc
-        found.sort(key=lambda item: _recency(item[0], item[1]), reverse=True)
-        return [summarise_log(path, status) for path, status in found]
+        return _summarised(keys)
 
     def children(self, summary: SessionSummary) -> list[SessionSummary]:
         """The sessions of the subagents ``summary``'s session ran, oldest first."""
-        found = list(self._logs(summary.path.parent / SUBAGENTS_DIR))
-        found.sort(key=lambda item: item[0].parent.name)  # ids begin with their creation time
-        return [summarise_log(path, status) for path, status in found]
+        found = _summarised([os.path.join(summary.path.parent, SUBAGENTS_DIR)])
+        found.sort(key=lambda item: item.path.parent.name)  # ids begin with their creation time
+        return found
 
     def read(self, session_id: str) -> StoredSession:
         """The session ``session_id`` as its log holds it, read without locking or repairing.
@@ -294,12 +322,10 @@ class SessionStore:
 
     @staticmethod
     def _logs(key_dir: Path) -> Iterator[tuple[Path, os.stat_result]]:
-        if not key_dir.is_dir():
-            return
-        for session_dir in sorted(key_dir.iterdir()):
-            path = session_dir / LOG_NAME
+        for session_dir in _directories(key_dir):
+            path = Path(session_dir.path, LOG_NAME)
             try:
-                status = path.stat()
+                status = os.stat(path)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # a stray file, or a session still being created
             yield path, status
@@ -520,6 +546,29 @@ class _Replaced:
 
 
 # Reading without a lock: listings and transcripts (``dsh --sessions``, ``dsh --show``).
+
+
+def _summarised(folders: Iterable[str]) -> list[SessionSummary]:
+    """The summaries of the sessions in ``folders``, most recent first (its log's
+    modification time, then its id, break ties)."""
+    found = []
+    for folder in folders:
+        for session in _directories(folder):
+            summary = summarise_found(Path(session.path, LOG_NAME))
+            if summary is not None:
+                found.append((summary[0], session.name, summary[1]))
+    found.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [summary for _, _, summary in found]
+
+
+def _directories(path: str | Path) -> list[os.DirEntry[str]]:
+    """The subdirectories of ``path`` (links to one included), but the index and other dot
+    names; none when it cannot be read."""
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if not e.name.startswith(".") and e.is_dir()]
+    except OSError:  # missing, not a directory, unreadable: it holds no sessions
+        return []
 
 
 def _recency(path: Path, status: os.stat_result) -> tuple[int, str]:
