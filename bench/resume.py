@@ -14,7 +14,11 @@ that calls ``read``, its call and result, the answer, two usage lines, the end: 
 
 Each process reports its own ratios (load / floor), so the machine's speed cancels out; the
 median of the rounds counts. Then the peak memory of one load (tracemalloc) and the time to fold
-the events into the loop's ``History``. A benchmark reports; no test asserts a time.
+the events into the loop's ``History`` (what ``dsh -r`` does next, before its prompt: its own
+figure, since the fold is the loop's, not the store's). The third session is the 10,000 turns
+again with a compaction every 1,000 turns (each keeping its last two turns): its peak shows
+whether the load still holds what the compactions replaced. A benchmark reports; no test
+asserts a time.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SIZES = (1_000, 10_000)
+SIZES = ((1_000, 0), (10_000, 0), (10_000, 1_000))
+"""(turns, a compaction every so many turns; 0: none)."""
 CWD = Path("/bench/project")
 USER = "Please look at this function and tell me why it is slow. " * 3
 RESULT = "".join(f"{n:6}\tdef step_{n}(x):  # é\n" for n in range(40))
@@ -74,6 +79,13 @@ for name, run in (("dropped", dropped), ("kept", kept), ("load", load)):
 if "--peak" in sys.argv:
     gc.collect()
     tracemalloc.start()
+    with open(path, "rb") as file:
+        values = [json.loads(line.decode("utf-8")) for line in file]
+    figures["peak_kept"] = tracemalloc.get_traced_memory()[1]
+    del values
+    tracemalloc.stop()
+    gc.collect()
+    tracemalloc.start()
     log, _ = store.open(sid)
     figures["peak"] = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -87,12 +99,16 @@ print(json.dumps(figures))
 """
 
 
-def build(home: Path, turns: int) -> tuple[str, Path]:
-    """A closed session of ``turns`` working turns, written through the log."""
+def build(home: Path, turns: int, compact_every: int = 0) -> tuple[str, Path]:
+    """A closed session of ``turns`` working turns, written through the log; with
+    ``compact_every``, a ``/compact`` after every so many turns that keeps the last two."""
     from dsh_core.model.seam import ToolCall, Usage
     from dsh_core.session import SessionStore
     from dsh_core.session.events import (
         AssistantStep,
+        CompactionEnd,
+        CompactionStart,
+        CompactionSummary,
         StepUsage,
         ToolCallStarted,
         ToolOutput,
@@ -119,6 +135,11 @@ def build(home: Path, turns: int) -> tuple[str, Path]:
                     TurnEnd(turn, "completed"),
                 ]
             )
+            if compact_every and turn % compact_every == 0:
+                through = len(log.events) - 2 * 9 - 1  # the last two turns are kept
+                log.append(CompactionStart(None, "manual", 900_000))
+                log.append(CompactionSummary(None, ANSWER * 4, through, 900_000, 60_000))
+                log.append(CompactionEnd(None))
         return log.id, log.path
 
 
@@ -151,10 +172,13 @@ def main() -> None:
         candidates = {"now": ROOT}
         if args.baseline:
             candidates[args.baseline] = baseline_source(args.baseline, Path(scratch) / "base")
-        for turns in SIZES:
-            sid, path = build(home, turns)
+        for turns, compact_every in SIZES:
+            sid, path = build(home, turns, compact_every)
             lines = sum(1 for _ in path.open("rb"))
-            print(f"{turns:,} turns: {lines:,} lines, {path.stat().st_size / 1e6:.1f} MB")
+            compacted = f", a compaction every {compact_every:,} turns" if compact_every else ""
+            print(
+                f"{turns:,} turns{compacted}: {lines:,} lines, {path.stat().st_size / 1e6:.1f} MB"
+            )
             found: dict[str, list[Any]] = {name: [] for name in candidates}
             for _ in range(args.rounds):
                 for name, source in candidates.items():
@@ -173,8 +197,11 @@ def main() -> None:
                 extra = child(source, home, path, sid, peak=True)
                 print(
                     f"  {name:>8}: peak {extra['peak'] / 1e6:.1f} MB for "
-                    f"{path.stat().st_size / 1e6:.1f} MB of log; History.update "
-                    f"{extra['history'] * 1000:.1f} ms"
+                    f"{path.stat().st_size / 1e6:.1f} MB of log (json.loads, kept: "
+                    f"{extra['peak_kept'] / 1e6:.1f} MB); then History.update "
+                    f"{extra['history'] * 1000:.1f} ms = "
+                    f"{extra['history'] / extra['dropped']:.2f}x "
+                    "json.loads (values dropped)"
                 )
 
 

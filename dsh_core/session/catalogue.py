@@ -145,10 +145,6 @@ def _summarise(path: Path, fd: int, status: os.stat_result, size: int) -> Sessio
         first_user = None
         problems.append(f"its first user message cannot be read ({error_chain(exc)})")
     turns, last_end, is_open = _last_turn(fd, size, head, problems)
-    if size and (head[size - 1 : size] if size <= len(head) else os.pread(fd, 1, size - 1)) != (
-        b"\n"
-    ):
-        problems.append("its last line is incomplete")
     damage = "; ".join(problems) if problems else None
     return SessionSummary(
         session_id, path, cwd, updated, turns, last_end, is_open, first_user, damage
@@ -200,12 +196,23 @@ def _find_line(fd: int, head: bytes, size: int, pattern: bytes) -> int | None:
 def _last_turn(
     fd: int, size: int, head: bytes, problems: list[str]
 ) -> tuple[int, TurnEnd | None, bool]:
-    """(last turn number, its end, whether it is open) from the last ``turn/...`` line.
+    """(last turn number, its end, whether it is open) from the last ``turn/...`` line; a
+    last line without its newline is the last of the ``problems`` (its bytes are read here).
 
     Searches backwards from the end, chunk by chunk, for the start of a turn line, so each byte
     is read at most once (``head``, the bytes from 0 already read, is not read again) and no
     line in between is parsed: a long last turn (tool output) costs reading it, no more.
     """
+    torn: list[str] = []
+    try:
+        return _find_last_turn(fd, size, head, problems, torn)
+    finally:
+        problems.extend(torn)
+
+
+def _find_last_turn(
+    fd: int, size: int, head: bytes, problems: list[str], torn: list[str]
+) -> tuple[int, TurnEnd | None, bool]:
     unreadable = False
     end, chunk = size, _TAIL_BYTES
     carry = b""
@@ -214,9 +221,17 @@ def _last_turn(
         start = max(0, end - chunk)
         # A small log is all in its head, already read.
         data = (head[start:end] if end <= len(head) else os.pread(fd, end - start, start)) + carry
+        if end == size and data[-1:] != b"\n":
+            torn.append("its last line is incomplete")  # said after what the turn lines say
         position = data.rfind(_TURN_LINE)
         while position >= 0:
-            line = _line_at(fd, start + position + 1, size)
+            newline = data.find(b"\n", position + 1)
+            # The line is in the chunk (usual: turn lines are short), or read on from the file.
+            line = (
+                data[position + 1 : newline]
+                if newline >= 0
+                else _line_at(fd, start + position + 1, size)
+            )
             # A line still being written (or torn) has no newline yet.
             event = decode_event(line) if line is not None else None
             if isinstance(event, str):

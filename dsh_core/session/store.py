@@ -23,6 +23,8 @@ and :meth:`SessionStore.read`. The design note is ``docs/notes/2026-11-30-sessio
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -337,7 +339,8 @@ class SessionStore:
             raise SessionLogError(f"cannot open session log {path}") from exc
         try:
             lock(fd, path)
-            scan = _scan(fd, path)
+            with _collection_paused():
+                scan = _scan(fd, path)
             repaired = self._repair_tail(fd, path, scan)
             notices = [repaired] if repaired is not None else []
             log = SessionLog(
@@ -433,6 +436,24 @@ class _Scan:
     """(line number, byte offset, what is wrong) of the first bad line, when it may be moved."""
     torn: tuple[int, int] | None
     """(line number, byte offset) of a last line without its newline."""
+
+
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a log is decoded, the collector as it was after.
+
+    A long session's load makes hundreds of thousands of objects that all live on, and none
+    of them garbage: every collection they set off walked all those made before it again
+    (15-25% of a 10,000-turn load). Nothing a load makes is a cycle; what runs meanwhile in
+    other threads is only collected a moment later.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
