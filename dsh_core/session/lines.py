@@ -123,15 +123,17 @@ def header_version(raw: bytes) -> int:
 
 def decode_event(raw: bytes, seq: int | None = None) -> SessionEvent | str:
     """The event on one whole line, or what is wrong with it; ``seq`` None: any seq will do."""
-    # The common line, ``{...}\n`` as the writer wrote it, goes straight to the C scanner: a
-    # long resume decodes tens of thousands, and json.loads' checks around it cost a third of
-    # the parse. Anything else (leading blanks, a bad byte, trailing text) takes the one way
-    # through _json_object, so it is judged, and worded, as it always was.
+    # The common line, ``{...}\n`` as the writer wrote it (or without its newline, as a
+    # listing cuts it), goes straight to the C scanner: a long resume decodes tens of
+    # thousands, and json.loads' checks around it cost a third of the parse. Anything else
+    # (leading blanks, a bad byte, trailing text) takes the one way through _json_object, so
+    # it is judged, and worded, as it always was.
     value: Any = None
     try:
         text = raw.decode("utf-8")
         value, end = _SCAN(text, 0)
-        if end != len(text) - 1 or text[end] != "\n" or value.__class__ is not dict:
+        whole = end == len(text) or (end == len(text) - 1 and text[end] == "\n")
+        if not whole or value.__class__ is not dict:
             value = None
     except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
         value = None
