@@ -76,7 +76,6 @@ __all__ = [
     "APPROVAL_OUTCOMES",
     "END_KINDS",
     "FORGOTTEN",
-    "REPLACED_CONTENT",
     "TODO_STATUSES",
     "ApprovalDecided",
     "ApprovalOutcome",
@@ -577,15 +576,6 @@ class SessionEvent:
 FORGOTTEN = SessionEvent(-1, "", UnknownEvent("forgotten", {}))
 """What an event a compaction replaced reads as once the log let go of it in memory
 (:meth:`dsh_core.session.SessionLog.forget`); the file still holds it."""
-
-REPLACED_CONTENT: frozenset[type] = frozenset(
-    (UserText, AssistantStep, ToolResult, ApprovalDecided, RetryScheduled, JobEnded)
-)
-"""The records whose content a compaction's summary stands for: loading a log lets go of
-those a compaction replaced (:func:`dsh_core.session.store.SessionStore.open`). The others
-stay, small as they are: a history folded from the loaded log keeps what they carry past a
-compaction (the session's usage, the todo list, a window a server stated, the turns a rewind
-withdrew), and undo reads the checkpoints and the calls of the turns they cover."""
 
 
 def record_type(record: Record) -> str:

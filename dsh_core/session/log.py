@@ -69,7 +69,7 @@ class SessionLog:
         self.events = events
         """Every event, loaded and appended, in ``seq`` order (``events[n].seq == n``); those a
         compaction replaced may have been let go of (:meth:`forget`, and when the log was
-        loaded, the :data:`~dsh_core.session.events.REPLACED_CONTENT` of its compactions)."""
+        loaded, the :data:`~dsh_core.session.replaced.REPLACED_CONTENT` of its compactions)."""
         self._forgotten = 0
         """Events before this index were let go of."""
         self._fd: int | None = fd

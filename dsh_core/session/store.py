@@ -1,6 +1,7 @@
 """Where sessions live, and loading one back: ``$DSH_HOME/sessions``, crash repair included.
 
     $DSH_HOME/sessions/<cwd key>/<session id>/session.jsonl      (0600; directories 0700)
+    $DSH_HOME/sessions/.ids/<session id>                         where it is (:mod:`.ids`)
 
 Usage::
 
@@ -16,7 +17,8 @@ Loading is the only place that changes existing bytes, and only at the tail: a t
 truncated, damage after the last complete ``turn/end`` is moved byte for byte into a sidecar
 file, and a turn left open is closed by answering the tool calls it left (see
 :func:`dsh_core.session.closing.closing_records`) and appending ``turn/end {kind: "interrupted"}``.
-Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. Readers
+Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. What a
+compaction replaced is let go of as the log is read (:mod:`.replaced`). Readers
 that must not lock or repair (``--sessions``, ``--show``) use :meth:`SessionStore.summaries`
 and :meth:`SessionStore.read`. The design note is ``docs/notes/2026-11-30-session-log.md``.
 """
@@ -41,17 +43,7 @@ from ..errors import SessionLogError, UsageError
 from ..fileio import fsync_directory
 from .catalogue import SessionSummary, StoredSession, read_log, summarise_found
 from .closing import closing_records
-from .events import (
-    FORGOTTEN,
-    REPLACED_CONTENT,
-    CompactionEnd,
-    CompactionStart,
-    CompactionSummary,
-    Record,
-    SessionEvent,
-    TurnEnd,
-    TurnStart,
-)
+from .events import Record, SessionEvent, TurnEnd, TurnStart
 from .ids import note, place
 from .lines import (
     FORMAT_VERSION,
@@ -64,6 +56,7 @@ from .lines import (
     utc,
 )
 from .log import SessionLog, lock, write_all
+from .replaced import COMPACTION, Replaced
 
 __all__ = ["LoadReport", "SessionStore", "cwd_key"]
 
@@ -458,7 +451,7 @@ def _collection_paused() -> Iterator[None]:
 
 def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
     """Read the whole log once, line by line, and find where its good part ends; with
-    ``let_go``, without holding what its compactions replaced (:class:`_Replaced`)."""
+    ``let_go``, without holding what its compactions replaced (:class:`Replaced`)."""
     events: list[SessionEvent] = []
     open_turn: int | None = None
     damage: tuple[int, int, str] | None = None
@@ -472,7 +465,7 @@ def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
         header = check_header(header_line, path)
         offset = len(header_line)
         number = 1
-        replaced = _Replaced(events)
+        replaced = Replaced(events)
         append = events.append  # the loop runs once per line of a long session: plain style
         for raw in file:
             number += 1
@@ -493,7 +486,7 @@ def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
                     elif kind is TurnEnd:
                         open_turn = None
                         replaced.turn_start = None
-                    elif kind in _COMPACTION and let_go:
+                    elif kind in COMPACTION and let_go:
                         replaced.fold(parsed)
             elif is_turn_end(raw):
                 # A complete turn/end after the damage: the damage is inside a finished turn,
@@ -509,61 +502,6 @@ def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
     if replaced.reached_back:
         return _scan(fd, path, let_go=False)
     return _Scan(header, events, open_turn, damage, torn)
-
-
-_COMPACTION = frozenset((CompactionStart, CompactionSummary, CompactionEnd))
-
-
-class _Replaced:
-    """Lets go of what each compaction of a log being loaded replaced, once its end is read.
-
-    Without it a resume held every event of a long session, though after a compaction the
-    model never sees the events it summarised again (a 42 MB log took 97 MB). It follows the
-    compactions as :class:`dsh_core.agent.history.History` folds them (a start, then its
-    summary, then the end puts it in force, if the summary names events before its start),
-    and lets go of the same events a running session does (:meth:`SessionLog.forget`): those
-    through ``replaces_through``, never the open turn's. Only :data:`REPLACED_CONTENT` goes,
-    since no history has folded the rest yet.
-    """
-
-    def __init__(self, events: list[SessionEvent]) -> None:
-        self.events = events
-        self.turn_start: int | None = None
-        """The seq of the open turn's ``turn/start``; None between turns."""
-        self._pending: tuple[int, CompactionSummary | None] | None = None
-        """A compaction begun (the seq of its start) and its summary, until its end."""
-        self._let_go = 0
-        """Events before this index were looked at already."""
-        self.reached_back = False
-        """A compaction in force keeps events an earlier one let go of."""
-
-    def fold(self, event: SessionEvent) -> None:
-        """Follow one compaction event (the last one appended to ``events``)."""
-        record = event.record
-        if isinstance(record, CompactionStart):
-            self._pending = (event.seq, None)
-        elif isinstance(record, CompactionSummary):
-            if self._pending is not None:
-                self._pending = (self._pending[0], record)
-        else:
-            pending, self._pending = self._pending, None
-            if pending is None or pending[1] is None:
-                return
-            start, summary = pending[0], pending[1]
-            if not -1 <= summary.replaces_through < start:
-                return  # the history keeps itself whole: so does memory
-            through = summary.replaces_through
-            if through + 1 < self._let_go:
-                # It keeps events an earlier compaction replaced (the loop never writes that,
-                # a hand-edited log may): they are gone from memory, so load again, whole.
-                self.reached_back = True
-            if self.turn_start is not None:
-                through = min(through, self.turn_start - 1)
-            events = self.events
-            for index in range(self._let_go, through + 1):
-                if events[index].record.__class__ in REPLACED_CONTENT:
-                    events[index] = FORGOTTEN
-            self._let_go = max(self._let_go, through + 1)
 
 
 # Reading without a lock: listings and transcripts (``dsh --sessions``, ``dsh --show``).

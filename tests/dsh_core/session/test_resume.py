@@ -20,7 +20,6 @@ from dsh_core.model.seam import ToolCall, Usage
 from dsh_core.session import SessionEvent, SessionLog, SessionStore, read_log
 from dsh_core.session.events import (
     FORGOTTEN,
-    REPLACED_CONTENT,
     AssistantStep,
     CompactionEnd,
     CompactionStart,
@@ -36,6 +35,7 @@ from dsh_core.session.events import (
     TurnStart,
     UserText,
 )
+from dsh_core.session.replaced import REPLACED_CONTENT
 from dsh_core.testing import StubServer
 from tests.dsh_core.agent.test_compaction import talk, turns
 from tests.dsh_core.session.test_session import CWD, numbered, ticking
