@@ -16,14 +16,19 @@ each, reading the class's field names (docs/notes/2026-12-02-repl-craft.md measu
 For classes built per delta or per event on a hot path the shared ``__eq__`` and ``__hash__``
 are slower than compiled ones (they loop over the fields); records are compared and hashed in
 tests and in small sets, never per delta.
+
+:func:`maker` gives a record's fastest positional constructor, for a decoder that builds tens of
+thousands (a session's resume): a frozen ``__init__`` sets each field through
+``object.__setattr__``, which costs more than the slot itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform
 
-__all__ = ["record"]
+__all__ = ["maker", "record"]
 
 T = TypeVar("T")
 
@@ -46,6 +51,7 @@ def _repr(self: Any) -> str:
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def record(cls: type[T]) -> type[T]:
     """``cls`` as a frozen, slotted dataclass (see the module docstring)."""
+    hand_written = "__init__" in cls.__dict__  # before dataclass adds its own
     made: Any = dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)(cls)
     fields = dataclasses.fields(made)
     made.__record_compared__ = tuple(f.name for f in fields if f.compare)
@@ -57,4 +63,36 @@ def record(cls: type[T]) -> type[T]:
     made.__eq__ = _eq
     made.__hash__ = _hash
     made.__repr__ = _repr
+    # Only the dataclass's own __init__ may be skipped: one written by hand, a __post_init__
+    # or a field it does not take would do something the slots alone do not.
+    made.__record_plain__ = (
+        not hand_written
+        and not hasattr(made, "__post_init__")
+        and all(f.init and f._field_type is dataclasses._FIELD for f in fields)  # type: ignore[attr-defined]
+    )
     return made  # type: ignore[no-any-return]
+
+
+_MAKERS: dict[type, Callable[..., Any]] = {}
+
+
+def maker(cls: type[T]) -> Callable[..., T]:
+    """``cls`` itself, or a function that builds the same record from every field in order,
+    without the frozen ``__init__``'s ``object.__setattr__`` per field (compiled once)."""
+    made = _MAKERS.get(cls)
+    if made is None:
+        made = _MAKERS[cls] = _compile_maker(cls) if cls.__dict__.get("__record_plain__") else cls
+    return made
+
+
+def _compile_maker(cls: type) -> Callable[..., Any]:
+    names = [f.name for f in dataclasses.fields(cls)]
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = [f"def make({', '.join(f'v{i}' for i in range(len(names)))}):", "    o = new(cls)"]
+    for index, name in enumerate(names):
+        scope[f"set{index}"] = getattr(cls, name).__set__  # the slot's own descriptor
+        lines.append(f"    set{index}(o, v{index})")
+    lines.append("    return o")
+    exec("\n".join(lines), scope)  # our own text, made of the class's field names
+    made: Callable[..., Any] = scope["make"]
+    return made

@@ -8,6 +8,7 @@ One module per job:
 - :mod:`.log`: :class:`SessionLog`, one open log, appended to line by line.
 - :mod:`.store`: :class:`SessionStore`, where sessions live; loading one repairs what a crash
   left, and says so.
+- :mod:`.ids`: the id index, which finds a session's log in one look.
 - :mod:`.catalogue`: reading logs without locking or repairing them (``--sessions``,
   ``--show``).
 

@@ -1,6 +1,7 @@
 """Reading session logs without locking or repairing them: listings and transcripts.
 
     summary = summarise_log(path, path.stat())   # what ``dsh --sessions`` shows of one log
+    mtime_ns, summary = summarise_found(path)    # the same from one open and one fstat
     stored = read_log(path)                      # every readable event, damage listed
 
 For ``dsh --sessions`` and ``dsh --show``: a log that a running dsh is writing, or that a crash
@@ -26,6 +27,7 @@ __all__ = [
     "SessionSummary",
     "StoredSession",
     "read_log",
+    "summarise_found",
     "summarise_log",
 ]
 
@@ -80,48 +82,69 @@ def summarise_log(path: Path, status: os.stat_result) -> SessionSummary:
 
     Never raises for a damaged or unreadable log: what cannot be read is named in ``damage``.
     """
-    session_id = path.parent.name
-    updated = datetime.fromtimestamp(status.st_mtime, UTC)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        return SessionSummary(
-            session_id,
-            path,
-            None,
-            updated,
-            0,
-            None,
-            False,
-            None,
-            f"cannot read: {error_chain(exc)}",
-        )
-    problems: list[str] = []
-    cwd: str | None = None
+        return _unreadable(path, status, exc)
     try:
-        size = os.fstat(fd).st_size  # it may have grown since ``status``: a dsh is writing
-        head = os.pread(fd, _HEAD_BYTES, 0)
-        newline = head.find(b"\n")
-        try:
-            header = check_header(head[: newline + 1] if newline >= 0 else head, path)
-        except SessionLogError as exc:
-            problems.append(exc.message)
-        else:
-            session_id, cwd = header["id"], header["cwd"]
-        try:
-            first_user = _first_user_text(fd, head, size)
-        except ValueError as exc:
-            first_user = None
-            problems.append(f"its first user message cannot be read ({error_chain(exc)})")
-        turns, last_end, is_open = _last_turn(fd, size, head, problems)
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            problems.append("its last line is incomplete")
+        # It may have grown since ``status``: a dsh is writing it.
+        return _summarise(path, fd, status, os.fstat(fd).st_size)
     except OSError as exc:
-        return SessionSummary(
-            session_id, path, cwd, updated, 0, None, False, None, f"cannot read: {error_chain(exc)}"
-        )
+        return _unreadable(path, status, exc)
     finally:
         os.close(fd)
+
+
+def summarise_found(path: Path) -> tuple[int, SessionSummary] | None:
+    """For a walk of the store: the summary of the log at ``path`` and when it was last
+    written (``st_mtime_ns``, to sort by), from one ``open`` and one ``fstat``; None when
+    there is no log there (a stray file, a session still being created)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:  # there, but not for us to read: listed as such
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return status.st_mtime_ns, _unreadable(path, status, exc)
+    try:
+        status = os.fstat(fd)
+        try:
+            return status.st_mtime_ns, _summarise(path, fd, status, status.st_size)
+        except OSError as exc:
+            return status.st_mtime_ns, _unreadable(path, status, exc)
+    finally:
+        os.close(fd)
+
+
+def _unreadable(path: Path, status: os.stat_result, exc: OSError) -> SessionSummary:
+    updated = datetime.fromtimestamp(status.st_mtime, UTC)
+    why = f"cannot read: {error_chain(exc)}"
+    return SessionSummary(path.parent.name, path, None, updated, 0, None, False, None, why)
+
+
+def _summarise(path: Path, fd: int, status: os.stat_result, size: int) -> SessionSummary:
+    """The summary of the open log ``fd`` of ``size`` bytes; OSError when it cannot be read."""
+    session_id = path.parent.name
+    updated = datetime.fromtimestamp(status.st_mtime, UTC)
+    problems: list[str] = []
+    cwd: str | None = None
+    head = os.pread(fd, _HEAD_BYTES, 0)
+    newline = head.find(b"\n")
+    try:
+        header = check_header(head[: newline + 1] if newline >= 0 else head, path)
+    except SessionLogError as exc:
+        problems.append(exc.message)
+    else:
+        session_id, cwd = header["id"], header["cwd"]
+    try:
+        first_user = _first_user_text(fd, head, size)
+    except ValueError as exc:
+        first_user = None
+        problems.append(f"its first user message cannot be read ({error_chain(exc)})")
+    turns, last_end, is_open = _last_turn(fd, size, head, problems)
     damage = "; ".join(problems) if problems else None
     return SessionSummary(
         session_id, path, cwd, updated, turns, last_end, is_open, first_user, damage
@@ -173,12 +196,23 @@ def _find_line(fd: int, head: bytes, size: int, pattern: bytes) -> int | None:
 def _last_turn(
     fd: int, size: int, head: bytes, problems: list[str]
 ) -> tuple[int, TurnEnd | None, bool]:
-    """(last turn number, its end, whether it is open) from the last ``turn/...`` line.
+    """(last turn number, its end, whether it is open) from the last ``turn/...`` line; a
+    last line without its newline is the last of the ``problems`` (its bytes are read here).
 
     Searches backwards from the end, chunk by chunk, for the start of a turn line, so each byte
     is read at most once (``head``, the bytes from 0 already read, is not read again) and no
     line in between is parsed: a long last turn (tool output) costs reading it, no more.
     """
+    torn: list[str] = []
+    try:
+        return _find_last_turn(fd, size, head, problems, torn)
+    finally:
+        problems.extend(torn)
+
+
+def _find_last_turn(
+    fd: int, size: int, head: bytes, problems: list[str], torn: list[str]
+) -> tuple[int, TurnEnd | None, bool]:
     unreadable = False
     end, chunk = size, _TAIL_BYTES
     carry = b""
@@ -187,9 +221,17 @@ def _last_turn(
         start = max(0, end - chunk)
         # A small log is all in its head, already read.
         data = (head[start:end] if end <= len(head) else os.pread(fd, end - start, start)) + carry
+        if end == size and data[-1:] != b"\n":
+            torn.append("its last line is incomplete")  # said after what the turn lines say
         position = data.rfind(_TURN_LINE)
         while position >= 0:
-            line = _line_at(fd, start + position + 1, size)
+            newline = data.find(b"\n", position + 1)
+            # The line is in the chunk (usual: turn lines are short), or read on from the file.
+            line = (
+                data[position + 1 : newline]
+                if newline >= 0
+                else _line_at(fd, start + position + 1, size)
+            )
             # A line still being written (or torn) has no newline yet.
             event = decode_event(line) if line is not None else None
             if isinstance(event, str):

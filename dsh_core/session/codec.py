@@ -28,11 +28,13 @@ from typing import Any, Literal, Self
 
 from ..errors import FailureRecord
 from ..model.seam import ToolCall, Usage
+from ..records import maker
 
 __all__ = [
     "FLAT",
     "Codec",
     "decode",
+    "decoder",
     "encode",
     "read_bool",
     "read_failure",
@@ -72,6 +74,10 @@ _REQUIRED: Any = object()
 @dataclass(frozen=True, slots=True)
 class _Field:
     name: str
+    hint: Any
+    """The field's type, for :func:`_compile`'s inlined checks."""
+    mode: Literal["flat", "default", "absent", "required"]
+    """Which of :func:`_reader`'s rules reads it."""
     encode: Encode
     read: Callable[[Mapping[str, Any]], Any]
     """The field's value from a line's data: its default, what its absence meant, or the
@@ -99,8 +105,18 @@ def _fields(cls: type) -> tuple[_Field, ...]:
             default = _REQUIRED
         flat = item.metadata.get("flat", False)
         encode, decode = _codec_for(hints[item.name])
-        read = _reader(item.name, decode, default, item.metadata.get("absent", _REQUIRED), flat)
-        made.append(_Field(item.name, encode, read, default, flat))
+        absent = item.metadata.get("absent", _REQUIRED)
+        read = _reader(item.name, decode, default, absent, flat)
+        mode: Literal["flat", "default", "absent", "required"] = (
+            "flat"
+            if flat
+            else "default"
+            if default is not _REQUIRED
+            else "absent"
+            if absent is not _REQUIRED
+            else "required"
+        )
+        made.append(_Field(item.name, hints[item.name], mode, encode, read, default, flat))
     _FIELDS[cls] = result = tuple(made)
     return result
 
@@ -132,8 +148,99 @@ def encode(value: Any) -> dict[str, Any]:
 
 def decode(cls: type, data: Mapping[str, Any]) -> Any:
     """The ``cls`` that ``data`` holds, by the rules above; ``ValueError`` says what is wrong."""
+    fast = _FAST.get(cls)
+    if fast is None:
+        fast = _FAST[cls] = _compile(cls)
+    return fast(data)
+
+
+def decoder(cls: type[Codec]) -> Callable[[Mapping[str, Any]], Any]:
+    """``cls.from_data`` as one function: its compiled :func:`decode`, unless the class reads
+    its data its own way (then that method)."""
+    if cls.from_data.__func__ is not Codec.from_data.__func__:  # type: ignore[attr-defined]
+        return cls.from_data
+    fast = _FAST.get(cls)
+    if fast is None:
+        fast = _FAST[cls] = _compile(cls)
+    return fast
+
+
+def _decode_slowly(cls: type, data: Mapping[str, Any]) -> Any:
+    """:func:`decode` field by field through each field's reader: the one that says what is
+    wrong, and the rules :func:`_compile`'s code must agree with."""
     fields = _FIELDS.get(cls) or _fields(cls)
     return cls(*[item.read(data) for item in fields])
+
+
+_FAST: dict[type, Callable[[Mapping[str, Any]], Any]] = {}
+_INLINED: dict[Any, type] = {
+    int: int,
+    str: str,
+    bool: bool,
+    int | None: int,
+    str | None: str,
+    bool | None: bool,
+}
+"""Field types whose check :func:`_compile` writes inline: an exact class (what ``json.loads``
+makes); ``X | None`` lets null through, as its reader does."""
+_MISSING: Any = object()
+"""Sentinel: the key is not in the line's data."""
+
+
+def _compile(cls: type) -> Callable[[Mapping[str, Any]], Any]:
+    """A decoder for ``cls`` with its int, str and bool fields read inline, compiled per class.
+
+    Resuming a long session decodes tens of thousands of lines, and a reader call and a lambda
+    per field were most of it. The code only accepts: any value it does not expect sends the
+    whole object to :func:`_decode_slowly`, so what is accepted, and every error, is the same.
+    Other types (literals, tool calls, failures, flat usage) go through their readers as ever,
+    a default one only when the key holds something.
+    """
+    fields = _FIELDS.get(cls) or _fields(cls)
+    scope: dict[str, Any] = {
+        "cls": cls,
+        "make": maker(cls),
+        "slow": _decode_slowly,
+        "MISSING": _MISSING,
+    }
+    lines = ["def fast(data):", "    get = data.get"]
+    for index, item in enumerate(fields):
+        value, key = f"v{index}", repr(item.name)
+        checked = _INLINED.get(item.hint)
+        scope[f"read{index}"] = item.read
+        scope[f"default{index}"] = item.default
+        if item.mode == "flat" and item.hint is Usage:  # a step's counts, on every usage line
+            scope[f"read{index}"] = _FAST.get(Usage) or _FAST.setdefault(Usage, _compile(Usage))
+        if item.mode == "flat" or (checked is None and item.mode != "default"):
+            lines.append(f"    {value} = read{index}(data)")
+            continue
+        if checked is None:  # a default, and its reader's own rule: null or missing is it
+            lines.append(f"    {value} = get({key})")
+            lines.append(f"    {value} = default{index} if {value} is None else read{index}(data)")
+            continue
+        scope[f"type{index}"] = checked
+        bad = f"{value}.__class__ is not type{index}"
+        if item.hint in (int | None, str | None, bool | None):
+            bad = f"{value} is not None and {bad}"
+        if item.mode == "default":
+            lines.append(f"    {value} = get({key})")
+            lines.append(f"    if {value} is None:")
+            lines.append(f"        {value} = default{index}")
+            lines.append(f"    elif {bad}:")
+        elif item.mode == "absent":  # a missing key means what an older dsh meant; null does not
+            scope[f"absent{index}"] = item.read({})
+            lines.append(f"    {value} = get({key}, MISSING)")
+            lines.append(f"    if {value} is MISSING:")
+            lines.append(f"        {value} = absent{index}")
+            lines.append(f"    elif {bad}:")
+        else:
+            lines.append(f"    {value} = get({key})")
+            lines.append(f"    if {bad}:")
+        lines.append("        return slow(cls, data)")
+    lines.append(f"    return make({', '.join(f'v{i}' for i in range(len(fields)))})")
+    exec("\n".join(lines), scope)  # our own text, made of the class's field names
+    made: Callable[[Mapping[str, Any]], Any] = scope["fast"]
+    return made
 
 
 def _codec_for(hint: Any) -> tuple[Encode, Decode]:
@@ -174,13 +281,20 @@ def _calls(data: Mapping[str, Any], key: str) -> tuple[ToolCall, ...]:
     if not isinstance(raw_calls, list):
         raise ValueError(f"{key} is not a list")
     calls = []
+    make = _MAKE_CALL
     for raw in raw_calls:
         if not isinstance(raw, dict):
             raise ValueError("a tool call is not an object")
-        calls.append(
-            ToolCall(read_str(raw, "id"), read_str(raw, "name"), read_str(raw, "arguments"))
-        )
+        get = raw.get
+        call_id, name, arguments = get("id"), get("name"), get("arguments")
+        if not (call_id.__class__ is name.__class__ is arguments.__class__ is str):
+            call_id, name = read_str(raw, "id"), read_str(raw, "name")
+            arguments = read_str(raw, "arguments")  # one of them raises, saying which
+        calls.append(make(call_id, name, arguments))
     return tuple(calls)
+
+
+_MAKE_CALL = maker(ToolCall)
 
 
 def read_failure(data: Mapping[str, Any], key: str) -> FailureRecord:

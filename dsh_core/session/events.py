@@ -51,7 +51,7 @@ and read themselves.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import Any, ClassVar, Literal, get_args
 
@@ -62,6 +62,7 @@ from .codec import (
     FLAT,
     Codec,
     decode,
+    decoder,
     encode,
     read_bool,
     read_failure,
@@ -291,7 +292,11 @@ class ToolResult:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ToolResult:
-        output: ToolOutput = decode(ToolOutput, {**data, "failure": None})
+        # The failure is read from ``error``, never from a ``failure`` key a hand-edited line
+        # may have: only then is a copy of the data without it needed.
+        output: ToolOutput = decode(
+            ToolOutput, {**data, "failure": None} if "failure" in data else data
+        )
         if read_bool(data, "is_error"):  # it decides: a hand-edited line may say otherwise
             if data.get("error") is not None:
                 failure = read_failure(data, "error")
@@ -582,8 +587,15 @@ def record_type(record: Record) -> str:
 
 def parse_record(type: str, data: Mapping[str, Any]) -> Record:
     """The record for one line; ``ValueError`` says what is wrong with a known type's fields."""
-    cls = _KNOWN.get(type)
-    if cls is None:
-        return UnknownEvent(type, data)
-    record: Record = cls.from_data(data)
+    read = _READERS.get(type)
+    if read is None:
+        cls = _KNOWN.get(type)
+        if cls is None:
+            return UnknownEvent(type, data)
+        read = _READERS[type] = decoder(cls)
+    record: Record = read(data)
     return record
+
+
+_READERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+"""Each known type's ``from_data`` as one function, found on its first line."""

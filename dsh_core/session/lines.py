@@ -19,6 +19,7 @@ from typing import Any
 
 from ..chain import error_chain
 from ..errors import SessionLogError, UsageError
+from ..records import maker
 from .events import SessionEvent, parse_record
 
 __all__ = [
@@ -40,6 +41,9 @@ FORMAT_VERSION = 1
 _LINE_BREAKS = (("\x85", "\\u0085"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 """Characters that end a line for str.splitlines() but not for JSON, and their escapes."""
 _JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner that json.loads runs, without its checks around it (see decode_event)."""
+_EVENT = maker(SessionEvent)
 
 
 def format_time(moment: datetime) -> str:
@@ -92,7 +96,7 @@ def check_header(raw: bytes, path: Path) -> dict[str, Any]:
         )
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise damaged(path, 1, "the header is not JSON") from None
     if not isinstance(header, dict) or header.get("type") != "session":
         raise damaged(path, 1, "the first line is not a session header")
@@ -119,19 +123,40 @@ def header_version(raw: bytes) -> int:
 
 def decode_event(raw: bytes, seq: int | None = None) -> SessionEvent | str:
     """The event on one whole line, or what is wrong with it; ``seq`` None: any seq will do."""
-    value = _json_object(raw)
-    if isinstance(value, str):
-        return value
-    kind, number, time, data = (value.get(k) for k in ("type", "seq", "time", "data"))
-    if not (isinstance(kind, str) and isinstance(time, str) and isinstance(data, dict)):
+    # The common line, ``{...}\n`` as the writer wrote it (or without its newline, as a
+    # listing cuts it), goes straight to the C scanner: a long resume decodes tens of
+    # thousands, and json.loads' checks around it cost a third of the parse. Anything else
+    # (leading blanks, a bad byte, trailing text) takes the one way through _json_object, so
+    # it is judged, and worded, as it always was.
+    value: Any = None
+    try:
+        text = raw.decode("utf-8")
+        value, end = _SCAN(text, 0)
+        whole = end == len(text) or (end == len(text) - 1 and text[end] == "\n")
+        if not whole or value.__class__ is not dict:
+            value = None
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        value = None
+    if value is None:
+        value = _json_object(raw)
+        if isinstance(value, str):
+            return value
+    get = value.get
+    kind, number, time, data = get("type"), get("seq"), get("time"), get("data")
+    # Exact classes first (what the scanner makes, and cheaper); then the rule in full.
+    if not (kind.__class__ is str and time.__class__ is str and data.__class__ is dict) and not (
+        isinstance(kind, str) and isinstance(time, str) and isinstance(data, dict)
+    ):
         return "not an event (type, seq, time, data)"
-    if not isinstance(number, int) or isinstance(number, bool) or seq not in (None, number):
+    if (number.__class__ is not int or (seq is not None and seq != number)) and (
+        not isinstance(number, int) or isinstance(number, bool) or seq not in (None, number)
+    ):
         return f"seq {number!r} where {seq} was expected"
     try:
         record = parse_record(kind, data)
     except ValueError as exc:
         return f"a {kind} event whose data is wrong ({error_chain(exc)})"
-    return SessionEvent(number, time, record)
+    return _EVENT(number, time, record)
 
 
 def is_turn_end(raw: bytes) -> bool:
@@ -173,4 +198,6 @@ def _json_object(raw: bytes) -> dict[str, Any] | str:
         return "not UTF-8"
     except ValueError:
         return "not JSON"
+    except RecursionError:  # a hostile line of ten thousand "[": it is no event either
+        return "not JSON (nested too deeply)"
     return value if isinstance(value, dict) else "not a JSON object"

@@ -68,7 +68,8 @@ class SessionLog:
         """A subagent's session: ``{session, call_id}`` of the call that ran it; else None."""
         self.events = events
         """Every event, loaded and appended, in ``seq`` order (``events[n].seq == n``); those a
-        compaction replaced may have been let go of (:meth:`forget`)."""
+        compaction replaced may have been let go of (:meth:`forget`, and when the log was
+        loaded, the :data:`~dsh_core.session.replaced.REPLACED_CONTENT` of its compactions)."""
         self._forgotten = 0
         """Events before this index were let go of."""
         self._fd: int | None = fd

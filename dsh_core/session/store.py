@@ -1,6 +1,7 @@
 """Where sessions live, and loading one back: ``$DSH_HOME/sessions``, crash repair included.
 
     $DSH_HOME/sessions/<cwd key>/<session id>/session.jsonl      (0600; directories 0700)
+    $DSH_HOME/sessions/.ids/<session id>                         where it is (:mod:`.ids`)
 
 Usage::
 
@@ -16,20 +17,23 @@ Loading is the only place that changes existing bytes, and only at the tail: a t
 truncated, damage after the last complete ``turn/end`` is moved byte for byte into a sidecar
 file, and a turn left open is closed by answering the tool calls it left (see
 :func:`dsh_core.session.closing.closing_records`) and appending ``turn/end {kind: "interrupted"}``.
-Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. Readers
+Every repair is reported in :class:`LoadReport`; damage anywhere earlier is refused. What a
+compaction replaced is let go of as the log is read (:mod:`.replaced`). Readers
 that must not lock or repair (``--sessions``, ``--show``) use :meth:`SessionStore.summaries`
 and :meth:`SessionStore.read`. The design note is ``docs/notes/2026-11-30-session-log.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
@@ -37,9 +41,10 @@ from typing import Any
 
 from ..errors import SessionLogError, UsageError
 from ..fileio import fsync_directory
-from .catalogue import SessionSummary, StoredSession, read_log, summarise_log
+from .catalogue import SessionSummary, StoredSession, read_log, summarise_found
 from .closing import closing_records
 from .events import Record, SessionEvent, TurnEnd, TurnStart
+from .ids import note, place
 from .lines import (
     FORMAT_VERSION,
     check_header,
@@ -51,6 +56,7 @@ from .lines import (
     utc,
 )
 from .log import SessionLog, lock, write_all
+from .replaced import COMPACTION, Replaced
 
 __all__ = ["LoadReport", "SessionStore", "cwd_key"]
 
@@ -166,6 +172,9 @@ class SessionStore:
         else:
             directory = parent.path.parent / SUBAGENTS_DIR / session_id
         path = directory / LOG_NAME
+        taken = place(self.root, session_id)
+        if taken is not None:  # in another directory: ids name one session, wherever it is
+            raise SessionLogError(f"session {session_id} already exists in {taken.parent}")
         header: dict[str, Any] = {
             "type": "session",
             "version": FORMAT_VERSION,
@@ -202,6 +211,7 @@ class SessionStore:
             if isinstance(exc, OSError):
                 raise SessionLogError(f"cannot create session log {path}") from exc
             raise
+        note(self.root, session_id, path)  # after the log is durable: an entry never leads on
         return SessionLog(fd=fd, path=path, header=header, events=[], clock=self._clock)
 
     def open(self, session_id: str) -> tuple[SessionLog, LoadReport]:
@@ -215,24 +225,47 @@ class SessionStore:
     def find(self, session_id: str) -> Path:
         """The log of the session ``session_id``, without opening it.
 
+        One look at the id's index entry (:mod:`dsh_core.session.ids`), whatever the number of
+        sessions stored; without a sound entry, a walk of the store, which then writes it.
         Raises SessionLogError for an id that is unknown, unsafe, or in two directories.
         """
-        found = (
-            sorted(
-                [
-                    *self.root.glob(f"*/{session_id}/{LOG_NAME}"),
-                    *self.root.glob(f"*/*/{SUBAGENTS_DIR}/{session_id}/{LOG_NAME}"),
-                ]
-            )
-            if _ID_PATTERN.fullmatch(session_id)
-            else []
-        )
+        if not _ID_PATTERN.fullmatch(session_id):
+            found = []
+        elif (indexed := place(self.root, session_id)) is not None:
+            return indexed
+        else:
+            found = sorted(log for name, log in self._walk(session_id) if name == session_id)
+            if len(found) == 1:
+                note(self.root, session_id, found[0])
         if not found:
             raise SessionLogError(f"no session {session_id!r} in {self.root}")
         if len(found) > 1:
             places = ", ".join(str(path) for path in found)
             raise SessionLogError(f"session id {session_id!r} is ambiguous: {places}")
         return found[0]
+
+    def indexed(self, session_id: str) -> bool:
+        """Whether the index knows ``session_id``'s log (one look; False says nothing)."""
+        return bool(_ID_PATTERN.fullmatch(session_id)) and place(self.root, session_id) is not None
+
+    def ids_starting_with(self, prefix: str) -> list[str]:
+        """The ids of the stored sessions (subagents' included) that begin with ``prefix``,
+        sorted. A walk of the store: an index cannot say that no other id begins so."""
+        return sorted({name for name, _ in self._walk(prefix)})
+
+    def _walk(self, prefix: str) -> Iterator[tuple[str, Path]]:
+        """(id, log) of each stored session whose id begins with ``prefix``."""
+        for key in _directories(self.root):
+            for session in _directories(key.path):
+                if session.name.startswith(prefix):
+                    log = Path(session.path, LOG_NAME)
+                    if log.exists():
+                        yield session.name, log
+                for child in _directories(os.path.join(session.path, SUBAGENTS_DIR)):
+                    if child.name.startswith(prefix):
+                        log = Path(child.path, LOG_NAME)
+                        if log.exists():
+                            yield child.name, log
 
     def newest(self, cwd: Path) -> tuple[SessionLog, LoadReport] | None:
         """Load the most recently written session of ``cwd``, or None when it has none."""
@@ -250,30 +283,30 @@ class SessionStore:
         """Sessions of ``cwd`` (or of every directory) for a listing, most recent first.
 
         Read-only and fast: no lock, no repair, and from each log only its head and its tail
-        (see :func:`summarise_log`); the first is the one :meth:`newest` would load. A damaged
-        log is listed with what could be read. Raises SessionLogError when the sessions
-        directory itself cannot be read; a missing one holds no sessions.
+        (see :func:`summarise_found`: one ``open`` and one ``fstat`` a session); the first is
+        the one :meth:`newest` would load. A damaged log is listed with what could be read.
+        Raises SessionLogError when the sessions directory itself cannot be read; a missing
+        one holds no sessions.
         """
         try:
             if not stat.S_ISDIR(os.stat(self.root).st_mode):
                 raise SessionLogError(f"{self.root} is not a directory")
             if cwd is None:
-                keys = sorted(self.root.iterdir())
+                with os.scandir(self.root) as entries:
+                    keys = [e.path for e in entries if not e.name.startswith(".") and e.is_dir()]
             else:
-                keys = [self.root / cwd_key(os.path.abspath(cwd))]
-            found = [item for key in keys for item in self._logs(key)]
+                keys = [os.path.join(self.root, cwd_key(os.path.abspath(cwd)))]
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise SessionLogError(f"cannot read the sessions in {self.root}") from exc
-        found.sort(key=lambda item: _recency(item[0], item[1]), reverse=True)
-        return [summarise_log(path, status) for path, status in found]
+        return _summarised(keys)
 
     def children(self, summary: SessionSummary) -> list[SessionSummary]:
         """The sessions of the subagents ``summary``'s session ran, oldest first."""
-        found = list(self._logs(summary.path.parent / SUBAGENTS_DIR))
-        found.sort(key=lambda item: item[0].parent.name)  # ids begin with their creation time
-        return [summarise_log(path, status) for path, status in found]
+        found = _summarised([os.path.join(summary.path.parent, SUBAGENTS_DIR)])
+        found.sort(key=lambda item: item.path.parent.name)  # ids begin with their creation time
+        return found
 
     def read(self, session_id: str) -> StoredSession:
         """The session ``session_id`` as its log holds it, read without locking or repairing.
@@ -284,12 +317,10 @@ class SessionStore:
 
     @staticmethod
     def _logs(key_dir: Path) -> Iterator[tuple[Path, os.stat_result]]:
-        if not key_dir.is_dir():
-            return
-        for session_dir in sorted(key_dir.iterdir()):
-            path = session_dir / LOG_NAME
+        for session_dir in _directories(key_dir):
+            path = Path(session_dir.path, LOG_NAME)
             try:
-                status = path.stat()
+                status = os.stat(path)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # a stray file, or a session still being created
             yield path, status
@@ -301,7 +332,8 @@ class SessionStore:
             raise SessionLogError(f"cannot open session log {path}") from exc
         try:
             lock(fd, path)
-            scan = _scan(fd, path)
+            with _collection_paused():
+                scan = _scan(fd, path)
             repaired = self._repair_tail(fd, path, scan)
             notices = [repaired] if repaired is not None else []
             log = SessionLog(
@@ -399,8 +431,27 @@ class _Scan:
     """(line number, byte offset) of a last line without its newline."""
 
 
-def _scan(fd: int, path: Path) -> _Scan:
-    """Read the whole log once, line by line, and find where its good part ends."""
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a log is decoded, the collector as it was after.
+
+    A long session's load makes hundreds of thousands of objects that all live on, and none
+    of them garbage: every collection they set off walked all those made before it again
+    (15-25% of a 10,000-turn load). Nothing a load makes is a cycle; what runs meanwhile in
+    other threads is only collected a moment later.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _scan(fd: int, path: Path, *, let_go: bool = True) -> _Scan:
+    """Read the whole log once, line by line, and find where its good part ends; with
+    ``let_go``, without holding what its compactions replaced (:class:`Replaced`)."""
     events: list[SessionEvent] = []
     open_turn: int | None = None
     damage: tuple[int, int, str] | None = None
@@ -414,21 +465,29 @@ def _scan(fd: int, path: Path) -> _Scan:
         header = check_header(header_line, path)
         offset = len(header_line)
         number = 1
+        replaced = Replaced(events)
+        append = events.append  # the loop runs once per line of a long session: plain style
         for raw in file:
             number += 1
-            if not raw.endswith(b"\n"):
+            if raw[-1:] != b"\n":
                 torn = (number, offset)
                 break
             if damage is None:
-                parsed = decode_event(raw, len(events))
+                parsed = decode_event(raw, number - 2)
                 if isinstance(parsed, str):
                     damage = (number, offset, parsed)
                 else:
-                    events.append(parsed)
-                    if isinstance(parsed.record, TurnStart):
-                        open_turn = parsed.record.turn
-                    elif isinstance(parsed.record, TurnEnd):
+                    append(parsed)
+                    record = parsed.record
+                    kind = record.__class__
+                    if kind is TurnStart:
+                        open_turn = record.turn  # type: ignore[union-attr]
+                        replaced.turn_start = parsed.seq
+                    elif kind is TurnEnd:
                         open_turn = None
+                        replaced.turn_start = None
+                    elif kind in COMPACTION and let_go:
+                        replaced.fold(parsed)
             elif is_turn_end(raw):
                 # A complete turn/end after the damage: the damage is inside a finished turn,
                 # and moving it would drop that turn. Refuse rather than guess.
@@ -440,10 +499,35 @@ def _scan(fd: int, path: Path) -> _Scan:
                     "so dsh will not repair it",
                 )
             offset += len(raw)
+    if replaced.reached_back:
+        return _scan(fd, path, let_go=False)
     return _Scan(header, events, open_turn, damage, torn)
 
 
 # Reading without a lock: listings and transcripts (``dsh --sessions``, ``dsh --show``).
+
+
+def _summarised(folders: Iterable[str]) -> list[SessionSummary]:
+    """The summaries of the sessions in ``folders``, most recent first (its log's
+    modification time, then its id, break ties)."""
+    found = []
+    for folder in folders:
+        for session in _directories(folder):
+            summary = summarise_found(Path(session.path, LOG_NAME))
+            if summary is not None:
+                found.append((summary[0], session.name, summary[1]))
+    found.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [summary for _, _, summary in found]
+
+
+def _directories(path: str | Path) -> list[os.DirEntry[str]]:
+    """The subdirectories of ``path`` (links to one included), but the index and other dot
+    names; none when it cannot be read."""
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if not e.name.startswith(".") and e.is_dir()]
+    except OSError:  # missing, not a directory, unreadable: it holds no sessions
+        return []
 
 
 def _recency(path: Path, status: os.stat_result) -> tuple[int, str]:

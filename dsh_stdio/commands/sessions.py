@@ -291,8 +291,9 @@ def session_id(store: SessionStore, ref: str) -> str:
     """
     if not _ID_START.fullmatch(ref):
         raise SessionLogError(f"{ref!r} is not a session id (dsh --sessions lists them)")
-    patterns = (f"*/{ref}*/{LOG_NAME}", f"*/*/{SUBAGENTS_DIR}/{ref}*/{LOG_NAME}")
-    ids = sorted({path.parent.name for pattern in patterns for path in store.root.glob(pattern)})
+    if store.indexed(ref):  # a whole id, as dsh printed it: one look, however many are stored
+        return ref
+    ids = store.ids_starting_with(ref)
     if ref in ids or len(ids) == 1:
         return ref if ref in ids else ids[0]
     if not ids:
