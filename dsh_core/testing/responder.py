@@ -281,7 +281,10 @@ def _long_stream_chunks(deltas: int, per_chunk: int, words: int) -> tuple[bytes,
     """The body of a LongStream after its first event up to its usage, built once per shape
     (it is large)."""
     cycle = len(_WORDS)
-    contents = ["".join(_WORDS[(i + j) % cycle] for j in range(words)) for i in range(cycle)]
+    # Delta i starts where delta i - 1 ended: the answer reads "the quick brown fox ..." on.
+    contents = [
+        "".join(_WORDS[(i * words + j) % cycle] for j in range(words)) for i in range(cycle)
+    ]
     events = [_event({"content": contents[i % cycle]}, None) for i in range(deltas)]
     events.append(_event({"content": ""}, "stop"))
     return tuple(b"".join(events[i : i + per_chunk]) for i in range(0, len(events), per_chunk))
