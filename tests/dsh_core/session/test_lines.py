@@ -50,7 +50,7 @@ def test_a_short_line_is_one_part() -> None:
 
 def test_keys_json_would_convert_are_written_as_json_writes_them() -> None:
     value = {"data": {1: "x" * 20, None: [True, "y" * 20]}}
-    assert _whole(value, 4) == encode_line(value)  # type: ignore[arg-type]
+    assert _whole(value, 4) == encode_line(value)
 
 
 def test_what_cannot_be_encoded_fails_before_the_first_part() -> None:
