@@ -1,6 +1,7 @@
 """Stream one long answer from the stub server and compare deltas per second.
 
     .venv/bin/python bench/stream.py [--deltas 100000] [--repeat 3]
+    .venv/bin/python bench/stream.py --memory [--answer-mb 50] [--baseline main]
 
 The stub runs in a separate process (``python -m dsh_core.testing.stub_server``), so the client
 under test has a core to itself. Each candidate reads the same stream, one candidate after another,
@@ -11,6 +12,14 @@ round after round, and the best round counts: the machine is noisy. Candidates:
 - ``httpx-sse``: ``aconnect_sse`` + ``json.loads``, if ``httpx_sse`` is importable.
 - ``openai SDK``: ``AsyncOpenAI().chat.completions.create(stream=True)``, if installed.
 
+``--memory`` measures instead what one long answer costs in memory, through the product's loop
+(:class:`~dsh_core.agent.loop.Conversation`, the adapter over loopback, a real session log): the
+peak that ``tracemalloc`` sees during the turn, and the growth of the peak RSS, per byte of
+answer, for a ``--answer-mb`` answer in deltas of 100 words and a tenth of it in deltas of one
+word (token-sized, as DeepSeek sends them). Each measurement runs in a fresh interpreter;
+``--baseline REV`` runs the same turn with the code of commit ``REV`` against the same stub. The
+floor is 1 byte per byte: the answer itself, which the log and the history keep (goal: at most 2).
+
 A benchmark reports; no test asserts a time.
 """
 
@@ -20,12 +29,17 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -158,9 +172,13 @@ def openai_runner() -> tuple[Runner, Callable[[], Awaitable[None]]]:
     return run, close
 
 
-def start_stub(deltas: int, chunk_events: int) -> tuple[subprocess.Popen[str], str]:
+def start_stub(
+    deltas: int, chunk_events: int, delta_words: int = 1
+) -> tuple[subprocess.Popen[str], str]:
     command = [sys.executable, "-m", "dsh_core.testing.stub_server", "--long-deltas", str(deltas)]
     command += ["--long-chunk-events", str(chunk_events)]
+    if delta_words != 1:
+        command += ["--long-delta-words", str(delta_words)]
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -250,6 +268,100 @@ def report(
             print(f"  adapter / {candidate.name:<38} {adapter / rate:6.2f}x{goal}")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+WORD_CHARS = 43 / 9
+"""The stub's words' mean length, with their spaces (``the quick brown fox ...``)."""
+
+
+async def one_long_turn(url: str) -> dict[str, int]:
+    """In the child: one turn of the ``long`` answer through the loop, recorded to a log."""
+    from dsh_core.agent.loop import Conversation
+    from dsh_core.session import SessionStore
+
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-stream-") as home:
+        adapter = DeepSeekAdapter(base_url=url, api_key=KEY)
+        with SessionStore(Path(home)).create(Path("/bench/project")) as log:
+            conversation = Conversation(adapter, log, model_name=MODEL)
+            await conversation.run_turn("warm up: a short answer")  # imports, the connection
+            rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            tracemalloc.start()
+            traced_before = tracemalloc.get_traced_memory()[0]
+            await conversation.run_turn(PROMPT)
+            traced_after, traced_peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            answer = _last_answer(log.path)
+        await adapter.close()
+    return {
+        "answer_bytes": answer,
+        "traced_peak": traced_peak - traced_before,
+        "traced_after": traced_after - traced_before,
+        "rss_growth": rss_peak - rss_before,
+    }
+
+
+def _last_answer(path: Path) -> int:
+    """The UTF-8 size of the last ``assistant/message`` text in the log at ``path``."""
+    size = 0
+    with path.open("rb") as lines:
+        for line in lines:
+            if b'"assistant/message"' in line[:40]:
+                size = len(json.loads(line)["data"]["text"].encode())
+    return size
+
+
+def memory_child(url: str, code: Path) -> dict[str, int]:
+    """:func:`one_long_turn` in a fresh interpreter importing dsh from ``code``."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    command = [sys.executable, str(ROOT / "bench" / "stream.py"), "--memory-child", url]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the measuring child failed:\n{done.stderr}")
+    result: dict[str, int] = json.loads(done.stdout)
+    return result
+
+
+def measure_memory(answer_mb: float, baseline: str | None, repeat: int) -> None:
+    shapes = ((answer_mb, 100), (answer_mb / 10, 1))
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-stream-code-") as scratch:
+        trees = {"now": ROOT}
+        if baseline is not None:
+            trees[baseline] = _tree_of(baseline, Path(scratch))
+        print(f"peak memory of one long answer, per byte of answer (best of {repeat}; floor 1.0,")
+        print("goal at most 2.0); tracemalloc over the turn, and the growth of the peak RSS")
+        for megabytes, words in shapes:
+            deltas = int(megabytes * 1e6 / (WORD_CHARS * words))
+            process, url = start_stub(deltas, 256, words)
+            try:
+                for name, tree in trees.items():
+                    runs = [memory_child(url, tree) for _ in range(repeat)]
+                    answer = runs[0]["answer_bytes"]
+                    traced = min(run["traced_peak"] for run in runs) / answer
+                    kept = min(run["traced_after"] for run in runs) / answer
+                    rss = min(run["rss_growth"] for run in runs) / answer
+                    print(
+                        f"  {answer / 1e6:5.1f} MB in {deltas:>9,} deltas of {words:>3} words, "
+                        f"{name:>8}: peak {traced:5.2f} B/B traced, {rss:5.2f} B/B RSS; "
+                        f"kept {kept:4.2f} B/B"
+                    )
+            finally:
+                process.terminate()
+                process.wait(timeout=10)
+                if process.stdout is not None:
+                    process.stdout.close()
+
+
+def _tree_of(rev: str, scratch: Path) -> Path:
+    """The files of commit ``rev``, unpacked under ``scratch``."""
+    into = scratch / rev.replace("/", "_")
+    into.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--deltas", type=int, default=100_000)
@@ -260,7 +372,17 @@ def main() -> None:
         default=256,
         help="server-sent events per HTTP chunk (1: each event flushed alone); default 256",
     )
+    parser.add_argument("--memory", action="store_true", help="peak memory, not speed")
+    parser.add_argument("--answer-mb", type=float, default=50.0)
+    parser.add_argument("--baseline", metavar="REV", help="with --memory: also at commit REV")
+    parser.add_argument("--memory-child", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        print(json.dumps(asyncio.run(one_long_turn(args.memory_child))))
+        return
+    if args.memory:
+        measure_memory(args.answer_mb, args.baseline, args.repeat)
+        return
     process, url = start_stub(args.deltas, args.chunk_events)
     try:
         candidates = asyncio.run(measure(url, args.deltas, args.repeat))

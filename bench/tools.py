@@ -1,15 +1,17 @@
 """The file tools against the classic commands, on one generated tree.
 
-    .venv/bin/python bench/tools.py [--rounds 7] [--files 10000] [--json]
+    .venv/bin/python bench/tools.py [--rounds 7] [--files 10000] [--tree DIR] [--json]
 
 Generates a tree of ``--files`` files (about 5 KiB each, 50 MB for 10,000; nested directories,
-a ``.gitignore`` that ignores about 2% of them) in a temporary directory, then times, round
-after round and interleaved (the machine is shared and noisy, so only ratios in one run mean
-much), with the page cache warm:
+a ``.gitignore`` that ignores about 2% of them) in a temporary directory, or searches an existing
+``--tree`` (a real one: the Python standard library, ``python3 -c 'import sysconfig;
+print(sysconfig.get_paths()["stdlib"])'``), then times, round after round and interleaved (the
+machine is shared and noisy, so only ratios in one run mean much), with the page cache warm:
 
-- ``grep`` (the tool: prepare and run, as the loop calls it; RE2) against ``grep -rnE`` on the
-  same tree, for a pattern with about 100 matching lines and for one with none (goal: at
-  most 1.5x);
+- ``grep`` (the tool: prepare and run, as the loop calls it; RE2) against ``grep -rnE`` and
+  ripgrep (``rg -n --no-require-git``, when installed) on the same tree, for each of
+  :data:`PATTERNS`: literal starts, a character class, alternations, with matches and without
+  (goal: at most 1.5x ``grep -rnE`` and 2x ``rg``);
 - ``glob **/*.py`` against ``find -name '*.py' -type f`` (goal: at most 2x);
 - ``read`` of a 50 KiB file, per call.
 
@@ -45,6 +47,16 @@ False print open read write close config option parser handler
 WORDS = tuple(_VOCABULARY.split())
 NEEDLE = "needle_"
 """Planted in 100 lines across the tree."""
+
+PATTERNS = {
+    "~100 matches": f"{NEEDLE}[0-9]+",
+    "no match": "zq[xv]_absent",
+    "class": "[Nn]EEDLE_4007",
+    "alternation": f"{NEEDLE}1[0-9]+|quux_absent",
+    "group of words": "(frobnicate|quuxify)_[a-z]+",
+}
+"""What each grep pattern stands for, and the pattern: none of them matches more than 250 lines
+in the generated tree, so the tool never stops early where the commands read on."""
 
 
 def make_tree(root: Path, files: int, seed: int = 7) -> None:
@@ -90,18 +102,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--tree", type=Path, help="search this tree instead of a generated one")
     parser.add_argument("--reads", type=int, default=200, help="read calls per round")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     options = parser.parse_args()
     if shutil.which("grep") is None or shutil.which("find") is None:
         raise SystemExit("bench/tools.py needs grep and find on PATH")
+    rg = shutil.which("rg")
 
     with tempfile.TemporaryDirectory(prefix="dsh-bench-tools-") as temporary:
-        root = Path(temporary) / "tree"
-        root.mkdir()
-        make_tree(root, options.files)
-        big = root / "fifty.txt"
-        big.write_text("".join(f"line {i} of a fifty KiB file, for read\n" for i in range(1400)))
+        if options.tree is None:
+            root = Path(temporary) / "tree"
+            root.mkdir()
+            make_tree(root, options.files)
+            big = root / "fifty.txt"
+            big.write_text(
+                "".join(f"line {i} of a fifty KiB file, for read\n" for i in range(1400))
+            )
+        else:
+            root = options.tree.resolve()
         count, total = tree_size(root)
         workspace = Workspace.at(root, Path(temporary) / "out")
         toolbox = Toolbox(builtin_tools(workspace))
@@ -118,16 +137,23 @@ def main() -> None:
         def command(*argv: str) -> Callable[[], object]:
             return lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, check=False)
 
-        found = tool("grep", pattern=f"{NEEDLE}[0-9]+")().count("\n") + 1
-        candidates: dict[str, Callable[[], object]] = {
-            "grep tool (~100 matches)": tool("grep", pattern=f"{NEEDLE}[0-9]+"),
-            "grep -rnE (~100 matches)": command("grep", "-rnE", f"{NEEDLE}[0-9]+", str(root)),
-            "grep tool (no match)": tool("grep", pattern="zq[xv]_absent"),
-            "grep -rnE (no match)": command("grep", "-rnE", "zq[xv]_absent", str(root)),
-            "glob tool **/*.py": tool("glob", pattern="**/*.py"),
-            "find -name *.py": command("find", str(root), "-name", "*.py", "-type", "f"),
+        shown = {
+            label: _lines(tool("grep", pattern=pattern)()) for label, pattern in PATTERNS.items()
         }
-        read = tool("read", file_path="fifty.txt")
+        candidates: dict[str, Callable[[], object]] = {}
+        pairs: dict[str, tuple[str, str]] = {}
+        for label, pattern in PATTERNS.items():
+            candidates[f"grep tool ({label})"] = tool("grep", pattern=pattern)
+            candidates[f"grep -rnE ({label})"] = command("grep", "-rnE", pattern, str(root))
+            pairs[f"vs grep -rnE ({label})"] = (f"grep tool ({label})", f"grep -rnE ({label})")
+            if rg is not None:
+                rg_argv = (rg, "-n", "--no-require-git", pattern, str(root))
+                candidates[f"rg ({label})"] = command(*rg_argv)
+                pairs[f"vs rg ({label})"] = (f"grep tool ({label})", f"rg ({label})")
+        candidates["glob tool **/*.py"] = tool("glob", pattern="**/*.py")
+        candidates["find -name *.py"] = command("find", str(root), "-name", "*.py", "-type", "f")
+        pairs["glob vs find"] = ("glob tool **/*.py", "find -name *.py")
+        read = None if options.tree is not None else tool("read", file_path="fifty.txt")
         times: dict[str, list[float]] = {name: [] for name in candidates}
         reads: list[float] = []
         for work in candidates.values():  # warm the page cache and the imports
@@ -135,45 +161,55 @@ def main() -> None:
         for _ in range(options.rounds):
             for name, work in candidates.items():
                 times[name].append(timed(work))
-            reads += [timed(read) for _ in range(options.reads)]
+            if read is not None:
+                reads += [timed(read) for _ in range(options.reads)]
         loop.close()
 
     best = {name: min(values) for name, values in times.items()}
     median = {name: statistics.median(values) for name, values in times.items()}
-    pairs = {
-        "grep (~100 matches)": ("grep tool (~100 matches)", "grep -rnE (~100 matches)"),
-        "grep (no match)": ("grep tool (no match)", "grep -rnE (no match)"),
-        "glob vs find": ("glob tool **/*.py", "find -name *.py"),
-    }
     ratios = {name: median[tool] / median[command] for name, (tool, command) in pairs.items()}
     # Under load from other processes the medians wander; the best rounds much less.
     best_ratios = {name: best[tool] / best[command] for name, (tool, command) in pairs.items()}
-    read_ms = statistics.median(reads) * 1000
-    p95 = sorted(reads)[int(len(reads) * 0.95)] * 1000
-    result = {
-        "tree": {"files": count, "bytes": total, "grep_matches_shown": found},
+    result: dict[str, object] = {
+        "tree": {"root": str(root), "files": count, "bytes": total, "lines_shown": shown},
         "median_s": median,
         "best_s": best,
         "ratios_median": ratios,
         "ratios_best": best_ratios,
-        "read_50KiB_ms": {"median": read_ms, "p95": p95},
         "python": sys.version.split()[0],
     }
+    if reads:
+        read_ms = statistics.median(reads) * 1000
+        p95 = sorted(reads)[int(len(reads) * 0.95)] * 1000
+        result["read_50KiB_ms"] = {"median": read_ms, "p95": p95}
     if options.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"tree: {count:,} files, {total / 1e6:.1f} MB; {options.rounds} rounds, interleaved")
-    print(f"{'candidate':28} {'median ms':>10} {'best ms':>10}")
+    print(
+        f"tree: {root}, {count:,} files, {total / 1e6:.1f} MB; {options.rounds} rounds, interleaved"
+    )
+    print("lines shown: " + ", ".join(f"{label} {lines}" for label, lines in shown.items()))
+    print(f"{'candidate':34} {'median ms':>10} {'best ms':>10}")
     for name in candidates:
-        print(f"{name:28} {median[name] * 1e3:10.1f} {best[name] * 1e3:10.1f}")
+        print(f"{name:34} {median[name] * 1e3:10.1f} {best[name] * 1e3:10.1f}")
     print()
     for name, ratio in ratios.items():
-        goal = "2x" if name.startswith("glob") else "1.5x"
+        goal = "2x" if name.startswith(("glob", "vs rg")) else "1.5x"
         print(
-            f"ratio {name:22} {ratio:5.2f}x median, {best_ratios[name]:5.2f}x best "
+            f"ratio {name:32} {ratio:5.2f}x median, {best_ratios[name]:5.2f}x best "
             f"(goal: within {goal})"
         )
-    print(f"read of a 50 KiB file: {read_ms:.2f} ms median, {p95:.2f} ms p95 (goal: under 5 ms)")
+    if reads:
+        print(
+            f"read of a 50 KiB file: {read_ms:.2f} ms median, {p95:.2f} ms p95 (goal: under 5 ms)"
+        )
+
+
+def _lines(result: str) -> int:
+    """Lines of matches in a grep tool result (0 for "no matches ...")."""
+    if result.startswith("no matches for "):
+        return 0
+    return sum(1 for line in result.splitlines() if not line.startswith("["))
 
 
 if __name__ == "__main__":

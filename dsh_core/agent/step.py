@@ -5,7 +5,9 @@
         step.add(event)
     log.append(step.record(turn, interrupted=False))
 
-A retry (:class:`~dsh_core.model.seam.RetryNotice`) starts the step over; :attr:`Step.shown` says
+The text and reasoning are held in blocks of joined pieces (:class:`Pieces`): a long answer of
+short deltas costs about its size, not a str object per delta. A retry
+(:class:`~dsh_core.model.seam.RetryNotice`) starts the step over; :attr:`Step.shown` says
 whether the person has seen anything of it, which decides whether a step cut short is kept.
 :class:`MaskedStream` masks the key in the events before the step (and anyone) sees them.
 """
@@ -29,7 +31,7 @@ from ..model.seam import (
 )
 from ..session.events import AssistantStep
 
-__all__ = ["MaskedStream", "Step", "close_stream"]
+__all__ = ["MaskedStream", "Pieces", "Step", "close_stream"]
 
 
 async def close_stream(stream: AsyncIterator[Event]) -> None:
@@ -39,6 +41,48 @@ async def close_stream(stream: AsyncIterator[Event]) -> None:
         await aclose()
 
 
+class Pieces:
+    """Text that arrives in pieces, held as a few long strings.
+
+    A str object costs about 50 bytes besides its text, and a delta is a word or two: a list of
+    the pieces costs ten times the answer. Every :data:`JOINED` pieces are joined into one
+    block; :meth:`text` joins the blocks once, then keeps only the result, so the step holds
+    the same str as the record it writes.
+    """
+
+    JOINED = 256
+
+    __slots__ = ("_blocks", "_pieces")
+
+    def __init__(self) -> None:
+        self._blocks: list[str] = []
+        self._pieces: list[str] = []
+
+    def append(self, piece: str) -> None:
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= self.JOINED:
+            self._blocks.append("".join(pieces))
+            pieces.clear()
+
+    def clear(self) -> None:
+        self._blocks.clear()
+        self._pieces.clear()
+
+    def __bool__(self) -> bool:
+        """Whether any of it is not empty."""
+        return any(self._blocks) or any(self._pieces)
+
+    def text(self) -> str:
+        """All of it, in order."""
+        if self._pieces:
+            self._blocks.append("".join(self._pieces))
+            self._pieces.clear()
+        if len(self._blocks) > 1:
+            self._blocks[:] = ["".join(self._blocks)]  # the blocks go as the whole arrives
+        return self._blocks[0] if self._blocks else ""
+
+
 class Step:
     """What the model's stream delivered so far in one step."""
 
@@ -46,8 +90,8 @@ class Step:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
+        self.text = Pieces()
+        self.reasoning = Pieces()
         self.calls: list[ToolCall] = []
         self.usage: Usage | None = None
         self.finish: Finish | None = None
@@ -79,15 +123,15 @@ class Step:
     @property
     def shown(self) -> bool:
         """Text or reasoning arrived: a step cut short after it is kept (``interrupted``)."""
-        return any(self.text) or any(self.reasoning)
+        return bool(self.text) or bool(self.reasoning)
 
     def record(self, turn: int, *, interrupted: bool) -> AssistantStep:
         """The step's ``assistant/message``."""
         return AssistantStep(
             turn=turn,
             step=self.number,
-            text="".join(self.text),
-            reasoning="".join(self.reasoning) or None,
+            text=self.text.text(),
+            reasoning=self.reasoning.text() or None,
             tool_calls=tuple(self.calls),
             interrupted=interrupted,
         )

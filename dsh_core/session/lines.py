@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "damaged",
     "decode_event",
     "encode_line",
+    "encode_line_parts",
     "format_time",
     "header_version",
     "is_turn_end",
@@ -81,6 +83,105 @@ def encode_line(value: dict[str, Any], *, ascii: bool = False) -> bytes:
         # Lone surrogates (undecodable path bytes, a split pair in model output) have no UTF-8
         # form; \u escapes keep the line valid UTF-8 and read back to the same string.
         return (json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+
+
+LONG_STRING = 1 << 20
+"""Characters from which a string in an event is encoded a slice at a time
+(:func:`encode_line_parts`)."""
+_COMPACT = (",", ":")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_line_parts(value: dict[str, Any], *, slice_chars: int = LONG_STRING) -> Iterator[bytes]:
+    """:func:`encode_line`'s bytes, in parts: a string of ``slice_chars`` or more (a long
+    answer) is encoded a slice at a time.
+
+    The whole line at once costs twice the answer again (``json.dumps``' str, then its UTF-8);
+    in slices it costs a slice. Every other value is encoded as ``json.dumps`` encodes it
+    nested, so the bytes are the same; what cannot be encoded fails before the first part.
+    """
+    pieces: list[str | _Long] = []
+    try:
+        long = _collect(value, pieces, slice_chars, ascii=False)
+    except _NotStrKey:
+        long = False
+    if not long:
+        yield encode_line(value)  # nothing long, or keys json.dumps would convert: one part
+        return
+    # A lone surrogate has no UTF-8 form: the whole line in \u escapes, as encode_line does.
+    ascii = any(
+        _has_surrogate(piece.text if isinstance(piece, _Long) else piece) for piece in pieces
+    )
+    if ascii:
+        pieces.clear()
+        _collect(value, pieces, slice_chars, ascii=True)
+    for piece in pieces:
+        if isinstance(piece, str):
+            yield _encoded(piece, ascii)
+            continue
+        text = piece.text
+        for start in range(0, len(text), slice_chars):
+            part = json.dumps(text[start : start + slice_chars], ensure_ascii=ascii)
+            yield _encoded(part[1:-1], ascii)
+    yield b"\n"
+
+
+class _NotStrKey(Exception):
+    """A dict key json.dumps would convert: :func:`encode_line` writes that line whole."""
+
+
+class _Long:
+    """A string to encode in slices, between the quotes :func:`_collect` wrote around it."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _collect(value: Any, pieces: list[str | _Long], slice_chars: int, *, ascii: bool) -> bool:
+    """Append ``value``'s JSON to ``pieces``, long strings as :class:`_Long`; whether there was
+    one. Raises :class:`_NotStrKey` for a key that is not a str."""
+    if isinstance(value, str) and len(value) >= slice_chars:
+        pieces += ['"', _Long(value), '"']
+        return True
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise _NotStrKey
+        found = False
+        pieces.append("{")
+        for number, (key, item) in enumerate(value.items()):
+            pieces.append(("," if number else "") + json.dumps(key, ensure_ascii=ascii) + ":")
+            found = _collect(item, pieces, slice_chars, ascii=ascii) or found
+        pieces.append("}")
+        return found
+    if isinstance(value, list | tuple):
+        found = False
+        pieces.append("[")
+        for number, item in enumerate(value):
+            if number:
+                pieces.append(",")
+            found = _collect(item, pieces, slice_chars, ascii=ascii) or found
+        pieces.append("]")
+        return found
+    try:
+        pieces.append(json.dumps(value, ensure_ascii=ascii, separators=_COMPACT))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"session event is not JSON-serialisable: {error_chain(exc)}") from exc
+    return False
+
+
+def _has_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _encoded(text: str, ascii: bool) -> bytes:
+    if ascii:
+        return text.encode()
+    for char, escape in _LINE_BREAKS:  # as encode_line does, a piece at a time
+        if char in text:
+            text = text.replace(char, escape)
+    return text.encode("utf-8")
 
 
 def damaged(path: Path, line: int, why: str) -> SessionLogError:

@@ -3,9 +3,10 @@
     log.append(TurnStart(turn=1, model="deepseek-v4-flash"))     # one write() of one line
     log.append(UserText(turn=1, text="hello"), durable=True)      # and an fsync
 
-Each event is one ``write()`` of a whole line; ``durable=True`` adds an ``fsync``. A failed write
-is cut back off the file, so a later append never follows a torn line. The file holds an
-exclusive ``flock`` while open, so two processes never interleave their appends.
+Each event is one ``write()`` of a whole line (a line with a long answer, a few: it is encoded
+a slice at a time, :func:`~.lines.encode_line_parts`); ``durable=True`` adds an ``fsync``. A
+failed write is cut back off the file, so a later append never follows a torn line. The file
+holds an exclusive ``flock`` while open, so two processes never interleave their appends.
 :class:`~dsh_core.session.store.SessionStore` makes and loads these.
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..errors import SessionLogError, UsageError
 from .events import FORGOTTEN, Record, SessionEvent, SystemPrompt, TurnEnd, TurnStart
-from .lines import encode_line, format_time
+from .lines import encode_line_parts, format_time
 
 __all__ = ["SessionLog", "lock", "write_all"]
 
@@ -111,15 +112,17 @@ class SessionLog:
                 f"session log {self.path} cannot be written after an earlier failure"
             ) from self._broken
         event = SessionEvent(len(self.events), format_time(self._clock()), record)
-        line = encode_line(event.to_json())
+        written = 0
         try:
-            write_all(self._fd, line)
+            for part in encode_line_parts(event.to_json()):  # one part, unless it is long
+                write_all(self._fd, part)
+                written += len(part)
             if durable:
                 os.fsync(self._fd)
         except OSError as exc:
             self._roll_back(exc)
             raise SessionLogError(f"cannot write session log {self.path}") from exc
-        self._size += len(line)
+        self._size += written
         self.events.append(event)
         if self.on_append is not None:
             self.on_append(event)

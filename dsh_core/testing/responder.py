@@ -164,9 +164,9 @@ class Responder:
                 error = {"error": {"message": message, "type": code, "param": None, "code": code}}
                 events.append(b"data: " + json.dumps(error).encode() + b"\n\n")
                 await self._send_events(events)
-            case LongStream(deltas=deltas, events_per_chunk=per_chunk):
+            case LongStream(deltas=deltas, events_per_chunk=per_chunk, words_per_delta=per_delta):
                 await self._send_events(_text_events(None))
-                for data in _long_stream_chunks(deltas, max(per_chunk, 1)):
+                for data in _long_stream_chunks(deltas, max(per_chunk, 1), max(per_delta, 1)):
                     self._chunk(data)
                     await w.drain()
                 self._chunk(_usage_event(self.prompt, deltas) + _DONE)
@@ -277,10 +277,15 @@ def _text_events(text: str | None) -> list[bytes]:
 
 
 @functools.lru_cache(maxsize=4)
-def _long_stream_chunks(deltas: int, per_chunk: int) -> tuple[bytes, ...]:
+def _long_stream_chunks(deltas: int, per_chunk: int, words: int) -> tuple[bytes, ...]:
     """The body of a LongStream after its first event up to its usage, built once per shape
     (it is large)."""
-    events = [_event({"content": _WORDS[i % len(_WORDS)]}, None) for i in range(deltas)]
+    cycle = len(_WORDS)
+    # Delta i starts where delta i - 1 ended: the answer reads "the quick brown fox ..." on.
+    contents = [
+        "".join(_WORDS[(i * words + j) % cycle] for j in range(words)) for i in range(cycle)
+    ]
+    events = [_event({"content": contents[i % cycle]}, None) for i in range(deltas)]
     events.append(_event({"content": ""}, "stop"))
     return tuple(b"".join(events[i : i + per_chunk]) for i in range(0, len(events), per_chunk))
 

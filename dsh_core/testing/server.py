@@ -67,11 +67,13 @@ class StubServer:
         *,
         long_deltas: int = 20_000,
         long_chunk_events: int = 256,
+        long_delta_words: int = 1,
         key_required: bool = True,
         context_window: int | None = None,
         record: bool = True,
     ) -> None:
-        """``long_deltas`` and ``long_chunk_events`` shape the ``long`` trigger's answer.
+        """``long_deltas``, ``long_chunk_events`` and ``long_delta_words`` shape the ``long``
+        trigger's answer.
         ``key_required=False`` answers requests without an ``Authorization`` header, as a
         local vLLM started without ``--api-key`` does. ``context_window``: refuse a request
         whose prompt and ``max_tokens`` exceed it, in DeepSeek's words (also settable later).
@@ -79,7 +81,7 @@ class StubServer:
         self._host = host
         self._key_required = key_required
         self._port = port
-        self._triggers = TriggerPicker(LongStream(long_deltas, long_chunk_events))
+        self._triggers = TriggerPicker(LongStream(long_deltas, long_chunk_events, long_delta_words))
         self._lock = threading.Lock()
         self._queue: deque[Behaviour] = deque()
         self._summaries: deque[Behaviour] = deque()

@@ -58,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         help="server-sent events per HTTP chunk in that answer (default: 256)",
     )
     parser.add_argument(
+        "--long-delta-words",
+        type=int,
+        default=1,
+        metavar="N",
+        help="words in each delta of that answer (default: 1)",
+    )
+    parser.add_argument(
         "--context-window",
         type=int,
         metavar="N",
@@ -68,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         long_deltas=args.long_deltas,
         long_chunk_events=args.long_chunk_events,
+        long_delta_words=args.long_delta_words,
         context_window=args.context_window,
     )
     try:

@@ -10,15 +10,15 @@ behind at exit if still busy (:mod:`.stoppable`).
 Every pattern is matched in linear time (:mod:`.linear`, RE2; SPEC 10.7), and RE2 releases the
 GIL while it searches, so Ctrl-C is seen at once whatever the pattern. ``grep`` searches a
 file's bytes as they are (no decoding, one search over the whole piece) and decodes only the
-lines it shows; line numbers are counted only around matches; a file that cannot hold the
-pattern's literal start (:func:`literal_prefix`) is not searched at all.
+lines it shows; line numbers are counted only around matches; a file (or a piece of one) that
+holds none of the literals a match must contain (:func:`~.literals.required_literals`) is not
+searched at all.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-import re
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -30,13 +30,14 @@ from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
 from .linear import LinearRegex, check_length, linear_regex
+from .literals import required_literals
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
 from .stoppable import stoppable
 from .walk import Walk, glob_test, rules_above, split_pattern
 
-__all__ = ["GlobTool", "GrepTool", "literal_prefix"]
+__all__ = ["GlobTool", "GrepTool"]
 
 _CHUNK = 8 * 1024 * 1024
 """Files are searched in pieces of about this size (cut at line ends): bounded memory."""
@@ -153,7 +154,7 @@ class GrepTool:
         assert pattern is not None
         check_length(pattern, "pattern")
         regex = linear_regex(pattern, "pattern", multiline=True)
-        needle = literal_prefix(pattern).encode("utf-8")
+        needles = required_literals(pattern)
         name_filter = None if files is None else glob_test(files, "glob")
         by_path = files is not None and "/" in files
 
@@ -170,7 +171,7 @@ class GrepTool:
                 name = os.path.basename(target.real)
                 if name_filter is None or wanted(name):
                     with walk.one_file(target.real) as path:  # not through a swapped link
-                        _search(path, regex, needle, target.shown, found, walk)
+                        _search(path, regex, needles, target.shown, found, walk)
             else:
                 rules = rules_above(target.real, str(self.workspace.root))
                 choose = None if name_filter is None else wanted
@@ -184,7 +185,7 @@ class GrepTool:
                         if not _leads_to_a_file(entry):  # a directory, a FIFO: nothing to read
                             continue
                     name, held = walk.reach(entry)  # in the directory listed, not a swap
-                    if _search(name, regex, needle, prefix + relative, found, walk, held):
+                    if _search(name, regex, needles, prefix + relative, found, walk, held):
                         break
             return _grep_result(found, pattern, target, walk)
 
@@ -223,7 +224,7 @@ def _leads_to_a_file(entry: os.DirEntry[str]) -> bool:
 def _search(
     path: str,
     regex: LinearRegex,
-    needle: bytes,
+    needles: tuple[bytes, ...],
     shown: str,
     found: list[str],
     walk: Walk,
@@ -232,8 +233,8 @@ def _search(
     """Add ``path``'s matching lines to ``found``; True once it holds one more than the cap, or
     when the walk was told to stop.
 
-    ``needle``: bytes every match starts with (b"" when unknown): a file read whole without
-    them is not searched. ``dir_fd``: the directory the walk holds ``path`` in.
+    ``needles``: a match holds one of them (() when unknown): a piece that holds none is not
+    searched. ``dir_fd``: the directory the walk holds ``path`` in.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=dir_fd)
@@ -256,7 +257,7 @@ def _search(
             walk.binary += 1
             return False
         whole = len(data) == size
-        if whole and needle and needle not in data:
+        if whole and needles and not _holds_any(data, needles):
             return False
         name = ""
         line = 1
@@ -268,11 +269,14 @@ def _search(
         for piece, last in pieces:
             if walk.stop.is_set():
                 return True
-            for number, shown_line in _matching_lines(regex, piece, line):
-                name = name or list_name(shown)
-                found.append(f"{name}:{number}:{shown_line}")
-                if len(found) > MAX_GREP_MATCHES:
-                    return True
+            # A piece is searched alone (a match never spans two): one without the literals
+            # holds no match. A whole file was tested above.
+            if whole or not needles or _holds_any(piece, needles):
+                for number, shown_line in _matching_lines(regex, piece, line):
+                    name = name or list_name(shown)
+                    found.append(f"{name}:{number}:{shown_line}")
+                    if len(found) > MAX_GREP_MATCHES:
+                        return True
             if not last:
                 line += piece.count(b"\n")
     except OSError:
@@ -326,39 +330,10 @@ def _matching_lines(regex: LinearRegex, data: bytes, first: int) -> Iterator[tup
 
 
 _NEWLINE = ord("\n")
-_ZERO_WIDTH_START = re.compile(r"(?:\^|\\A|\\b)*")
 
 
-def literal_prefix(pattern: str) -> str:
-    """Text every match of ``pattern`` starts with (after ``^``, ``\\A``, ``\\b``), or "".
-
-    Conservative: "" for any alternation or group at the start, and a literal followed by a
-    quantifier that may drop it (``*``, ``?``, ``{``) is not counted. Used only to skip files
-    that cannot match, so "" is always safe. At least four characters, or "": a bytes ``in``
-    for a longer literal runs faster than RE2 looking for a start that is a common letter
-    (``needle_``: twice as fast over 10,000 files), but for a short one it runs slower.
-    """
-    if "|" in pattern:
-        return ""
-    start = _ZERO_WIDTH_START.match(pattern)
-    i = start.end() if start is not None else 0
-    literal: list[str] = []
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            following = pattern[i + 1 : i + 2]
-            if not following or following.isalnum():  # \d, \w, \1, \n, ...: not a literal
-                break
-            literal.append(following)
-            i += 2
-            continue
-        if char in "\\.^$*+?{}[]|()":
-            break
-        literal.append(char)
-        i += 1
-    if i < len(pattern) and pattern[i] in "*?{" and literal:
-        literal.pop()
-    return "".join(literal) if len(literal) >= 4 else ""
+def _holds_any(data: bytes, needles: tuple[bytes, ...]) -> bool:
+    return any(needle in data for needle in needles)
 
 
 def _cut_line(data: bytes, line_start: int, line_end: int, match_start: int) -> str:

@@ -22,7 +22,16 @@ from dsh_core.model.deepseek import DeepSeekAdapter, RetryPolicy
 from dsh_core.model.seam import TextDelta
 from dsh_core.session import SessionLog, SessionStore
 from dsh_core.session.events import TurnEnd
-from dsh_core.testing import Answer, HttpError, ManualClock, SlowStream, StubServer, closed_port
+from dsh_core.session.lines import LONG_STRING, encode_line
+from dsh_core.testing import (
+    Answer,
+    HttpError,
+    LongStream,
+    ManualClock,
+    SlowStream,
+    StubServer,
+    closed_port,
+)
 from tests.conftest import CANARY_KEY
 
 REPO = Path(__file__).resolve().parents[3]
@@ -233,3 +242,22 @@ def test_the_key_is_never_written(server: StubServer, store: SessionStore) -> No
 
 if __name__ == "__main__":
     child_main(sys.argv[1], sys.argv[2])
+
+
+def test_a_long_answer_is_recorded_and_sent_back_whole(
+    server: StubServer, store: SessionStore
+) -> None:
+    """Over a million characters: the log writes its line in slices (encode_line_parts), and
+    the line is the one encode_line writes; the next request carries the text back exactly."""
+    server.enqueue(LongStream(12_000, words_per_delta=20), Answer("Short."))
+    ends, log = run_turns(store, server.url, "go on at length", "and now?")
+    with log:
+        assert [end.kind for end in ends] == ["completed", "completed"]
+        (answer, _) = [e for e in log.events if e.type == "assistant/message"]
+        text = answer.data["text"]
+        assert len(text) > LONG_STRING
+        words = ["the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog. "]
+        assert text == "".join(words[n % len(words)] for n in range(12_000 * 20))
+        written = log.path.read_bytes().splitlines(keepends=True)
+        assert encode_line(answer.to_json()) in written
+    assert server.requests[1]["messages"][1] == {"role": "assistant", "content": text}

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dsh_core.tools import Access, ToolError, search
 from dsh_core.tools.linear import linear_regex
-from dsh_core.tools.search import literal_prefix
+from dsh_core.tools.literals import required_literals
 from dsh_core.tools.specs import MAX_GLOB_PATHS, MAX_GREP_MATCHES
 from dsh_core.tools.stoppable import in_daemon_thread
 from tests.dsh_core.tools.test_builtin import Tools, tools
@@ -335,43 +335,20 @@ def test_grep_case_insensitive_and_unicode(tools: Tools) -> None:
     assert tools.run("grep", pattern=r"\w+ß") == "a.txt:1:Straße\na.txt:3:straße"
 
 
-@pytest.mark.parametrize(
-    ("pattern", "prefix"),
-    [
-        ("needle_[0-9]+", "needle_"),
-        ("^def main", "def main"),
-        (r"\bclass\b", "class"),
-        (r"main\.py", "main.py"),
-        ("abcde*", "abcd"),
-        ("abcde{2}", "abcd"),
-        ("abcd?e", ""),
-        ("zq[xv]_absent", ""),  # too short to be worth a search of its own
-        ("x", ""),
-        ("abcd|b", ""),
-        ("(?i)abcd", ""),
-        (r"\d+abcd", ""),
-        ("[ab]cdef", ""),
-        (r"abcd\ncd", "abcd"),
-        (r"\Qabcd\E", ""),
-    ],
-)
-def test_literal_prefix(pattern: str, prefix: str) -> None:
-    assert literal_prefix(pattern) == prefix
-
-
 @settings(max_examples=500, deadline=None)
 @given(
     st.text(alphabet="ab.*+?|^$()[]{}\\,0123-", max_size=10),
     st.text(alphabet="ab\n.*()0123", max_size=40),
 )
-def test_literal_prefix_never_hides_a_match(pattern: str, text: str) -> None:
+def test_required_literals_never_hide_a_match(pattern: str, text: str) -> None:
+    """More of this in test_literals.py."""
     try:
         regex = linear_regex(pattern, "pattern", multiline=True)
     except ToolError:
         return
-    prefix = literal_prefix(pattern)
-    if regex.search(text.encode(), 0) is not None:
-        assert prefix in text, (pattern, text, prefix)
+    literals = required_literals(pattern)
+    if literals and regex.search(text.encode(), 0) is not None:
+        assert any(literal in text.encode() for literal in literals), (pattern, text, literals)
 
 
 @settings(max_examples=500, deadline=None)
