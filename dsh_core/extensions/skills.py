@@ -246,11 +246,12 @@ def _read(file: Path, folder: str) -> str:
         raise ValueError("it is not UTF-8 text") from None
 
 
-def _front_matter(text: str) -> dict[str, str] | str:
-    """The top-level ``key: value`` pairs of the YAML front matter, or what is wrong with it.
+def _front_matter(text: str) -> dict[str, Any] | str:
+    """The YAML front matter's top-level mapping, or what is wrong with it.
 
-    The subset skills use: plain and quoted scalars, ``|`` and ``>`` blocks, plain scalars
-    continued on indented lines; nested values of other keys are skipped.
+    Parsed by PyYAML's safe loader (libyaml's where built, which also caps nesting at 1,000
+    levels): comments, quoting, block scalars and escapes as YAML means them (SPEC 13), and no
+    tags that construct objects. The file is capped at ``MAX_SKILL_BYTES`` before this runs.
     """
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
@@ -259,38 +260,30 @@ def _front_matter(text: str) -> dict[str, str] | str:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
     except StopIteration:
         return "its front matter has no closing line ---"
-    fields: dict[str, str] = {}
-    body = lines[1:end]
-    index = 0
-    while index < len(body):
-        line = body[index]
-        index += 1
-        if not line.strip() or line.lstrip().startswith("#") or line[0] in " \t":
-            continue
-        key, colon, value = line.partition(":")
-        if not colon:
-            return f"its front matter line {index + 1} is not key: value ({line.strip()[:40]!r})"
-        value = value.strip()
-        more: list[str] = []
-        while index < len(body) and (not body[index].strip() or body[index][0] in " \t"):
-            more.append(body[index].strip())
-            index += 1
-        if value in ("|", ">", "|-", ">-", "|+", ">+"):
-            joiner = "\n" if value.startswith("|") else " "
-            fields[key.strip()] = joiner.join(more).strip()
-        elif value[:1] in ("'", '"'):
-            quoted = " ".join([value, *more]).strip()
-            if len(quoted) < 2 or quoted[-1] != quoted[0]:
-                return f"its {key.strip()} has an unclosed quote"
-            inner = quoted[1:-1]
-            fields[key.strip()] = inner.replace("''", "'") if value[0] == "'" else _unescape(inner)
-        else:
-            fields[key.strip()] = " ".join([value, *more]).strip()
+    import yaml  # 19 ms: only once a skill is found
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        fields = yaml.load("\n".join(lines[1:end]), Loader=loader)  # a safe loader
+    except yaml.MarkedYAMLError as exc:
+        where = exc.problem_mark or exc.context_mark
+        problem = " ".join(f"{exc.problem or exc.context or 'unreadable'}".split())[:200]
+        if where is not None:  # the file's line: the front matter begins on its second
+            problem += f" at line {where.line + 2}, column {where.column + 1}"
+        if "mapping values are not allowed" in problem:
+            problem += "; a value that holds ': ' needs quotes"
+        return f"its front matter is not valid YAML ({problem})"
+    except (yaml.YAMLError, RecursionError) as exc:
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        return f"its front matter is not valid YAML ({problem[:200]})"
+    if fields is None:
+        return {}
+    if not isinstance(fields, dict):
+        return f"its front matter is a YAML {type(fields).__name__}, not a mapping of keys"
+    for key in ("name", "description"):
+        if key in fields and not isinstance(fields[key], str):
+            return f"its {key} is a YAML {type(fields[key]).__name__}, not text (quote it)"
     return fields
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r'\\(["\\nt])', lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), text)
 
 
 class SkillTool:

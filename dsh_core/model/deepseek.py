@@ -66,7 +66,7 @@ from .classify import (
 from .response import ResponseReader, seconds
 from .seam import ChatRequest, Event, RetryNotice
 from .urls import is_local, redact_url, without_user_info
-from .wire import encode_request
+from .wire import RequestEncoder
 
 if TYPE_CHECKING:
     import httpx
@@ -241,6 +241,8 @@ class DeepSeekAdapter:
         self._retry = retry if retry is not None else RetryPolicy()
         self._reasoning_shown = reasoning_shown
         self._client = client
+        self._encoder = RequestEncoder()
+        """Each message's bytes, encoded once for all the steps that send it."""
         self._owns_client = client is None
         self._closed = False
         self._clock = clock
@@ -266,7 +268,7 @@ class DeepSeekAdapter:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[Event, None]:
         """Stream one chat completion; retry transient failures until something is shown."""
         headers = self._headers()  # MISSING_CREDENTIAL before any I/O
-        body = encode_request(request)
+        body = self._encoder.encode(request)
         policy = self._retry
         attempt = 0
         while True:

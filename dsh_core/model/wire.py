@@ -3,7 +3,7 @@
 Pure, no I/O (as :mod:`dsh_core.model.sse` is): the adapter feeds it what the SSE decoder returns
 for each network read, and sends what it builds::
 
-    body = encode_request(request)
+    body = encode_request(request)          # or, step after step: encoder.encode(request)
     parser = StreamParser(request_id, reasoning_shown=False)
     events, failure = parser.take(decoder.feed(chunk))   # per read, deltas merged per kind
     ...
@@ -47,7 +47,14 @@ from .seam import (
 )
 from .sse import Comment, Item
 
-__all__ = ["NO_OUTPUT", "SNIPPET", "StreamParser", "build_payload", "encode_request"]
+__all__ = [
+    "NO_OUTPUT",
+    "SNIPPET",
+    "RequestEncoder",
+    "StreamParser",
+    "build_payload",
+    "encode_request",
+]
 
 NO_OUTPUT = "(no output)"
 """Sent as the content of a tool message whose output is empty (SPEC section 7)."""
@@ -66,11 +73,16 @@ def build_payload(request: ChatRequest) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "model": request.model,
         "messages": [_message(message) for message in request.messages],
-        "stream": True,
-        "stream_options": {"include_usage": True},
     }
+    payload.update(_options(request))
+    return payload
+
+
+def _options(request: ChatRequest) -> dict[str, Any]:
+    """The body's keys after ``messages``, in the order they are sent."""
+    options: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
     if request.tools:
-        payload["tools"] = [
+        options["tools"] = [
             {
                 "type": "function",
                 "function": {
@@ -82,18 +94,18 @@ def build_payload(request: ChatRequest) -> dict[str, Any]:
             for tool in request.tools
         ]
     if request.tool_choice is not None and request.tools:
-        payload["tool_choice"] = request.tool_choice
+        options["tool_choice"] = request.tool_choice
     if request.max_tokens is not None:
-        payload["max_tokens"] = request.max_tokens
+        options["max_tokens"] = request.max_tokens
     if request.temperature is not None:
-        payload["temperature"] = request.temperature
+        options["temperature"] = request.temperature
     if request.stop:
-        payload["stop"] = list(request.stop)
+        options["stop"] = list(request.stop)
     if request.thinking is not None:
-        payload["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
+        options["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
     if request.reasoning_effort is not None:
-        payload["reasoning_effort"] = request.reasoning_effort
-    return payload
+        options["reasoning_effort"] = request.reasoning_effort
+    return options
 
 
 def encode_request(request: ChatRequest) -> bytes:
@@ -105,6 +117,70 @@ def encode_request(request: ChatRequest) -> bytes:
         # A lone surrogate (from a "\ud800" escape the model wrote) has no UTF-8 form; ASCII
         # JSON escapes it and lets the server judge, instead of failing the turn here.
         return json.dumps(payload).encode()
+
+
+_UNENCODABLE = b""
+"""Cached for a message with no UTF-8 form (a lone surrogate): the whole body then takes
+:func:`encode_request`'s ASCII way, as it always did. No message encodes to empty bytes."""
+
+
+class RequestEncoder:
+    """:func:`encode_request` for the steps of conversations: each message is encoded once.
+
+    A conversation's history only grows between compactions, and its messages are immutable
+    records, so the bytes of a message sent in one step are the bytes it has in the next. Near
+    a 1M-token window re-encoding all of it was most of the time between an answer and the next
+    request; here a step encodes only the messages it has not sent before and joins the rest.
+    The bytes are exactly :func:`encode_request`'s (a test compares them).
+
+    Entries are keyed by the message object (held, so its ``id`` cannot be reused) and dropped
+    once :data:`KEPT` requests in a row have not carried them: a compaction's replaced history
+    goes, and a subagent sharing the adapter keeps its own messages between its parent's steps.
+    """
+
+    KEPT = 4
+    """Requests an unused entry survives: a parent and the subagents it runs in turn."""
+
+    __slots__ = ("_entries", "_request_number")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, bytes, int]] = {}
+        self._request_number = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def encode(self, request: ChatRequest) -> bytes:
+        """The request's body, byte for byte :func:`encode_request`'s."""
+        self._request_number = number = self._request_number + 1
+        entries = self._entries
+        parts: list[bytes] = []
+        for message in request.messages:
+            key = id(message)
+            entry = entries.get(key)
+            if entry is None or entry[0] is not message:
+                try:
+                    encoded = json.dumps(_message(message), ensure_ascii=False).encode()
+                except UnicodeEncodeError:
+                    encoded = _UNENCODABLE
+            else:
+                encoded = entry[1]
+            entries[key] = (message, encoded, number)
+            parts.append(encoded)
+        if len(entries) > len(parts):
+            oldest = number - self.KEPT
+            self._entries = {k: e for k, e in entries.items() if e[2] > oldest}
+        if _UNENCODABLE in parts:
+            return encode_request(request)
+        # json.dumps writes a dict as '{"key": value, ...}' and a list as '[a, b]': the same
+        # separators, so the pieces join into the bytes one call would have written.
+        try:
+            model = json.dumps(request.model, ensure_ascii=False).encode()
+            tail = json.dumps(_options(request), ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            return encode_request(request)
+        head = b'{"model": ' + model
+        return b"".join((head, b', "messages": [', b", ".join(parts), b"], ", tail[1:]))
 
 
 def _message(message: Message) -> dict[str, Any]:

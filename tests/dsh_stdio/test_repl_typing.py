@@ -19,7 +19,7 @@ from dsh_stdio.commands.demo import DEMO_FILE_TEXT
 from dsh_stdio.terminal import repl
 from tests.dsh_stdio.test_agent_terminal import spawn_terminal
 from tests.harness import Terminal, on_terminal
-from tests.support import CANARY_KEY, DSH, assert_no_canary
+from tests.support import CANARY_KEY, DSH, assert_no_canary, wait_until
 
 # -- Tab ------------------------------------------------------------------------------------------
 
@@ -259,10 +259,14 @@ def test_ctrl_c_drops_the_queue(
 ) -> None:
     gate = threading.Event()
     stub.enqueue(Held(gate, Answer("never shown")))
+    served = len(stub.served)
     term = _spawn(dsh_env, workdir, home)
     try:
         term.send_turn("first")
         term.child.expect_exact("… waiting for the model")
+        # The spinner shows before the request is on the wire: a Ctrl-C before the stub has
+        # it would leave the held answer scripted, to hold the next turn's request instead.
+        wait_until(lambda: len(stub.served) > served, "the first turn's request at the stub")
         term.child.send("second\r")
         term.child.expect_exact("queued: second")
         term.child.sendintr()  # Ctrl-C, as the line discipline makes it a signal

@@ -40,12 +40,43 @@ def skill(folder: Path, front: str, body: str = "Body.") -> Path:
         ("name: a\ndescription: goes\n  on here", {"name": "a", "description": "goes on here"}),
         (
             "name: a\nmetadata:\n  x: 1\ndescription: d",
-            {"name": "a", "metadata": "x: 1", "description": "d"},
+            {"name": "a", "metadata": {"x": 1}, "description": "d"},
         ),
+        # What the hand-written subset got wrong (SPEC 13: YAML as YAML means it):
+        ("name: a # a comment\ndescription: d", {"name": "a", "description": "d"}),
+        ('name: a\ndescription: "tab\\there \\u00e9"', {"name": "a", "description": "tab\there é"}),
+        ("name: a\ndescription: |-\n  one\n\n  two", {"name": "a", "description": "one\n\ntwo"}),
+        ("", {}),
     ],
 )
-def test_front_matter(front: str, fields: dict[str, str]) -> None:
+def test_front_matter(front: str, fields: dict[str, object]) -> None:
     assert _front_matter(f"---\n{front}\n---\nbody\n") == fields
+
+
+def test_an_unquoted_colon_is_named_with_the_files_line_and_the_way_out() -> None:
+    answer = _front_matter("---\nname: a\ndescription: Use it: often\n---\nbody\n")
+    assert isinstance(answer, str)
+    assert answer.startswith("its front matter is not valid YAML (mapping values are not allowed")
+    assert answer.endswith(" at line 3, column 20; a value that holds ': ' needs quotes)")
+
+
+@pytest.mark.parametrize(
+    ("front", "problem"),
+    [
+        ("name: [unclosed", "its front matter is not valid YAML"),
+        ("name: a\n  bad: indent: here", "its front matter is not valid YAML"),
+        ("- a\n- list", "its front matter is a YAML list, not a mapping of keys"),
+        ("name: 2024\ndescription: d", "its name is a YAML int, not text (quote it)"),
+        ("name: a\ndescription: [x]", "its description is a YAML list, not text (quote it)"),
+        # A hostile skill: tags that would construct objects, nesting past any stack.
+        ("name: !!python/object/apply:os.system [true]", "its front matter is not valid YAML"),
+        ("name: a\ndescription: " + "[" * 5000 + "]" * 5000, "its front matter is not valid YAML"),
+    ],
+)
+def test_front_matter_that_is_not_a_skills_names_what_is_wrong(front: str, problem: str) -> None:
+    answer = _front_matter(f"---\n{front}\n---\nbody\n")
+    assert isinstance(answer, str)
+    assert answer.startswith(problem)
 
 
 def test_discovery_order_first_of_a_name_wins_and_broken_files_are_named(tmp_path: Path) -> None:
