@@ -7,8 +7,8 @@ request bodies), with ``--context-window`` and the stub refusing above the same 
 line is a ``toolfiles`` turn: three steps that each ``read`` one of 50 files of 2-20 KB (sizes
 drawn once, seeded), then the answer, four requests a turn, until ``--steps`` requests were
 answered (summary requests not counted). ``--baseline REF`` runs the same session, interleaved
-in the same run, with the dsh of git ``REF`` (a detached worktree in a temporary directory,
-put first on ``PYTHONPATH``; the stub is this checkout's for both). A thread follows the
+in the same run, with the dsh of git ``REF`` (its packages by ``git archive`` in a temporary
+directory, put first on ``PYTHONPATH``; the stub is this checkout's for both). A thread follows the
 session log as it is written and reads dsh's resident memory (``VmRSS``) each time a
 ``compaction/end`` or ``compaction/prune`` appears. Reported, for each build:
 
@@ -20,7 +20,7 @@ session log as it is written and reads dsh's resident memory (``VmRSS``) each ti
 - the prefix: the share of answered requests whose messages begin, byte for byte, with the
   previous answered request's (the stub checks it on the raw bodies), all of them and all but
   the first after each compaction or prune (target: 100%), and the cache-hit share of all
-  prompt tokens;
+  prompt tokens and of the normal steps' (summary requests left out);
 - dsh's RSS after each compaction or prune: the first, the last, the largest, and the growth
   from the first to the last, beside the size of the session log;
 - the size's error: replaying the log, dsh's reckoning of each request's size (the last
@@ -228,6 +228,9 @@ def measure(steps: int, window: int, build: Path | None = None) -> dict[str, Any
         "max_prompt_tokens": max(s.prompt.tokens for s in answered),
         "cache_hit_share": sum(s.prompt.cache_hit for s in answered)
         / max(sum(s.prompt.tokens for s in answered), 1),
+        "step_prompt_tokens": sum(s.prompt.tokens for s in steps_answered),
+        "step_cache_hit_share": sum(s.prompt.cache_hit for s in steps_answered)
+        / max(sum(s.prompt.tokens for s in steps_answered), 1),
         "rss_kb_after_compactions": rss,
         "log_bytes_at_compactions": follower.log_bytes,
         "size_error_measured": _spread(errors["measured"]),
@@ -236,13 +239,17 @@ def measure(steps: int, window: int, build: Path | None = None) -> dict[str, Any
 
 
 def baseline_checkout(ref: str, into: Path) -> Path:
-    """A detached git worktree of ``ref`` under ``into`` (removed with it by the caller)."""
+    """The packages of git ``ref``, unpacked under ``into`` by ``git archive`` (no worktree:
+    the repository's list of worktrees is left as it was), to be put first on ``PYTHONPATH``."""
     root = Path(__file__).resolve().parents[1]
     path = into / "baseline"
-    subprocess.run(
-        ["git", "-C", str(root), "worktree", "add", "--detach", "--quiet", str(path), ref],
+    path.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", "--format=tar", ref, "dsh_core", "dsh_stdio"],
         check=True,
-    )
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
     return path
 
 
@@ -265,7 +272,8 @@ def report(name: str, figures: dict[str, Any]) -> None:
         f"  prefix: {figures['prefix_share_all']:.1%} of answered requests begin with the "
         f"previous one's messages; {figures['prefix_breaks']} breaks for "
         f"{figures['prefix_breaks_allowed']} compactions and prunes (target: no more); cache "
-        f"hits {figures['cache_hit_share']:.1%} of prompt tokens"
+        f"hits {figures['cache_hit_share']:.1%} of prompt tokens ({figures['step_cache_hit_share']:.1%} "
+        f"on the {figures['step_prompt_tokens']:,} prompt tokens of normal steps)"
     )
     print(
         f"  size, dsh's reckoning against the stub's count: after a measured request "
@@ -293,18 +301,10 @@ def main() -> None:
     results: dict[str, list[dict[str, Any]]] = {"this": [], args.baseline or "": []}
     with tempfile.TemporaryDirectory(prefix="dsh-bench-baseline-") as scratch:
         build = baseline_checkout(args.baseline, Path(scratch)) if args.baseline else None
-        try:
-            for _ in range(args.runs):
-                results["this"].append(measure(args.steps, args.window))
-                if build is not None:
-                    results[args.baseline].append(measure(args.steps, args.window, build))
-        finally:
+        for _ in range(args.runs):
+            results["this"].append(measure(args.steps, args.window))
             if build is not None:
-                root = Path(__file__).resolve().parents[1]
-                subprocess.run(
-                    ["git", "-C", str(root), "worktree", "remove", "--force", str(build)],
-                    check=False,
-                )
+                results[args.baseline].append(measure(args.steps, args.window, build))
     if args.json:
         print(json.dumps({name: runs for name, runs in results.items() if runs}))
         return
@@ -312,7 +312,7 @@ def main() -> None:
         for figures in runs:
             report(name, figures)
     if build is not None:
-        for key in ("summary_requests", "compaction_tokens"):
+        for key in ("summary_requests", "compaction_tokens", "step_prompt_tokens"):
             this = sum(f[key] for f in results["this"])
             old = sum(f[key] for f in results[args.baseline])
             print(f"{key}: this build / {args.baseline} = {this / max(old, 1):.2f}")

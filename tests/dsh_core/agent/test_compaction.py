@@ -248,7 +248,8 @@ def test_a_long_session_of_tool_steps_keeps_every_request_valid(
     words = ["toolchain", "toolmany", "toolthink", "plain", "toolread"]
     ends = turns(conversation, *[f"turn {n} {words[n % 5]}" for n in range(20)])
     assert {end.kind for end in ends} == {"completed"}
-    assert len(records(log, CompactionEnd)) >= 3
+    # Pruned first, summarised when pruning was not enough: both, again and again.
+    assert len(records(log, CompactionPrune)) >= 3 and len(records(log, CompactionEnd)) >= 2
     assert history_problems(server) == []
     assert all(r["thinking"] == {"type": "enabled"} for r in server.requests)
 
@@ -526,7 +527,7 @@ def test_memory_lets_go_of_what_a_compaction_replaced_but_the_running_turn(
     server: StubServer, log: SessionLog
 ) -> None:
     conversation = talk(server, log, context_window=5_000)
-    turns(conversation, *[f"turn {n} toolchain" for n in range(6)])
+    turns(conversation, *[f"turn {n} toolchain" for n in range(12)])
     on_disk = read_log(log.path).events
     ends = [e for e in on_disk if isinstance(e.record, CompactionEnd)]
     assert len(ends) >= 2
