@@ -422,11 +422,14 @@ class WindowKeeper:
             ):
                 return pruned
         size, tools = self.size, tools_tokens(talk.toolbox.specs)
+        # What the plan keeps is estimated: it is weighed against the estimate of what there
+        # is now, not against the server's count (like with like; the two differ by a third).
+        estimate = history.tokens + history.open_tokens + tools
         error = None if refusal is None else FailureRecord.from_exception(refusal)
         stated = stated_window(error.message) if error is not None else None
         window = _smallest(self.window, stated)  # what the refusal says counts already
         plan = plan_compaction(history, window=window, tools=tools, overflow=refusal is not None)
-        budget = None if plan is None else summary_budget(history, plan, size, window)
+        budget = None if plan is None else summary_budget(history, plan, estimate, window)
         if plan is None or budget is None:
             if refusal is not None and pruned is None:
                 raise refusal  # nothing to summarise: the server's refusal stands as it was
@@ -456,7 +459,7 @@ class WindowKeeper:
                 half = (plan.summarised.tokens + history.system_tokens) // 2
                 smaller = plan_compaction(history, window=window, tools=tools, below=half)
                 smaller_budget = (
-                    None if smaller is None else summary_budget(history, smaller, size, window)
+                    None if smaller is None else summary_budget(history, smaller, estimate, window)
                 )
                 if (
                     not _too_long(exc)
@@ -470,8 +473,10 @@ class WindowKeeper:
             empty = f"{_failed(start)}: the model's summary was empty"
             raise HarnessError(empty, CONTEXT_WINDOW_EXCEEDED)
         summary = cut_summary(summary, budget)
-        after = plan.kept_tokens + message_tokens(_checkpoint(history, plan, summary))
-        if after >= size:  # the estimate cannot promise it: checked on what came back
+        estimated_after = plan.kept_tokens + message_tokens(_checkpoint(history, plan, summary))
+        # Shown and logged in the server's terms: the estimate scaled as the last measure was.
+        after = estimated_after * size // max(estimate, 1)
+        if estimated_after >= estimate:  # the budget cannot promise it: checked on the answer
             return pruned or NotCompacted(
                 f"not compacted: the summary would not make the conversation smaller (about "
                 f"{size:,} -> {after:,} tokens)"
@@ -495,13 +500,14 @@ def _checkpoint(history: History, plan: Plan, summary: str) -> UserMessage:
     return checkpoint_message(summary, request=request, todos=history.todos)
 
 
-def summary_budget(history: History, plan: Plan, size: int, window: int | None) -> int | None:
+def summary_budget(history: History, plan: Plan, estimate: int, window: int | None) -> int | None:
     """The most tokens a summary under ``plan`` may take: :data:`SUMMARY_SHARE` of the window,
     and half of what it replaces beyond what the checkpoint carries verbatim; None when that
-    leaves less than :data:`MIN_SUMMARY` (a summary could not make the conversation smaller)."""
+    leaves less than :data:`MIN_SUMMARY` (a summary could not make the conversation smaller).
+    ``estimate``: the conversation's estimated size now, as ``plan.kept_tokens`` is."""
     fixed = message_tokens(_checkpoint(history, plan, ""))
-    room = (size - plan.kept_tokens - fixed) // 2
-    budget = min(int(SUMMARY_SHARE * (window or size / PRESSURE)), room)
+    room = (estimate - plan.kept_tokens - fixed) // 2
+    budget = min(int(SUMMARY_SHARE * (window or estimate / PRESSURE)), room)
     return budget if budget >= MIN_SUMMARY else None
 
 
