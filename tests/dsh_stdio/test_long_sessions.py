@@ -281,8 +281,8 @@ def test_sigkill_during_compaction_loses_nothing_and_resumes_valid(
     session = PipeSession(env, work, home, "--model", "local-model")
     gate = threading.Event()
     try:
-        for n in range(4):
-            session.turn(f"turn {n} toolread")
+        for n in range(4):  # words, not tool results: pruning cannot make room, a summary must
+            session.turn(f"turn {n} " + "words " * 300)
         # The next turn's first request will not fit: refused, summarised, asked again.
         stub.context_window = stub.served[-1].prompt.tokens + 5
         if phase == "summary asked":
@@ -333,8 +333,10 @@ def test_sigkill_during_compaction_loses_nothing_and_resumes_valid(
 def test_compact_usage_and_think_at_the_terminal_and_in_show(
     term: Terminal, stub: StubServer, env: dict[str, str], workdir: Path
 ) -> None:
-    term.send_turn("first question")
-    term.send_turn("second question")
+    # Long enough for a summary to make it smaller (two short questions are not: see
+    # test_compaction_prune.py).
+    term.send_turn("first question " + "words " * 150)
+    term.send_turn("second question " + "words " * 150)
     term.send_turn("/compact")
     term.child.expect(r"\[context compacted: ([\d,]+) -> ([\d,]+) tokens\]\r\n")
     before, after = (int(group.replace(",", "")) for group in term.child.match.groups())
