@@ -272,7 +272,8 @@ def report(name: str, figures: dict[str, Any]) -> None:
         f"  prefix: {figures['prefix_share_all']:.1%} of answered requests begin with the "
         f"previous one's messages; {figures['prefix_breaks']} breaks for "
         f"{figures['prefix_breaks_allowed']} compactions and prunes (target: no more); cache "
-        f"hits {figures['cache_hit_share']:.1%} of prompt tokens ({figures['step_cache_hit_share']:.1%} "
+        f"hits {figures['cache_hit_share']:.1%} of prompt tokens "
+        f"({figures['step_cache_hit_share']:.1%} "
         f"on the {figures['step_prompt_tokens']:,} prompt tokens of normal steps)"
     )
     print(

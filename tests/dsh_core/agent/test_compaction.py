@@ -35,6 +35,8 @@ from dsh_core.session.events import (
     SessionEvent,
     StepUsage,
     SystemPrompt,
+    Todo,
+    TodoWrite,
     TurnEnd,
     TurnStart,
     UserText,
@@ -557,3 +559,66 @@ def test_where_compacting_cannot_help_the_advice_does_not_offer_it(
     assert end.reason.endswith(
         "): start a fresh session (/new, or dsh without --continue), or shorten the message"
     )
+
+
+# -- issue 29: what a compaction keeps, and what it may cost ----------------------------------
+
+
+def summary_requests(server: StubServer) -> list[list[dict[str, Any]]]:
+    return [r["messages"] for r, s in zip(server.requests, server.served, strict=True) if s.summary]
+
+
+def test_compact_with_a_focus_asks_for_it_and_a_budget(server: StubServer, log: SessionLog) -> None:
+    conversation = talk(server, log)
+    turns(conversation, *[f"question {n} {PROSE}" for n in range(4)])
+    done = run(conversation, lambda: conversation.compact(focus="the parser's errors"))
+    assert isinstance(done, Compacted)
+    (asked,) = summary_requests(server)
+    last = asked[-1]["content"]
+    assert last.startswith(SUMMARY_REQUEST)
+    assert last.endswith("The focus, in the user's words:\nthe parser's errors")
+    assert "Keep the whole summary under " in last
+
+
+def test_a_conversation_too_short_to_shrink_is_not_compacted(
+    server: StubServer, log: SessionLog
+) -> None:
+    """Issue 29 saw 2,383 -> 2,944 tokens on two short questions: now nothing is asked or
+    written (the plan's estimate is weighed against the estimate now, like with like)."""
+    conversation = talk(server, log)
+    turns(conversation, "first question", "second question")
+    before = len(read_log(log.path).events)
+    done = run(conversation, conversation.compact)
+    assert isinstance(done, NotCompacted) and "too short" in done.reason
+    assert summary_requests(server) == [] and len(read_log(log.path).events) == before
+
+
+def test_an_oversized_summary_is_cut_and_says_so(server: StubServer, log: SessionLog) -> None:
+    conversation = talk(server, log, context_window=20_000)
+    turns(conversation, *[f"question {n} {PROSE}" for n in range(6)])
+    server.enqueue_summaries(Answer("The summary goes on. " * 3_000))  # about 19,000 tokens
+    done = run(conversation, conversation.compact)
+    assert isinstance(done, Compacted) and done.tokens_after < done.tokens_before
+    (summary,) = records(log, CompactionSummary)
+    assert "[dsh: the summary was cut here: it was about " in summary.summary
+    assert len(summary.summary) < 10_000  # 10% of the window at most, and half what it replaced
+
+
+def test_the_checkpoint_carries_the_latest_request_cut_and_the_todo_list(
+    server: StubServer, log: SessionLog
+) -> None:
+    conversation = talk(server, log)
+    turns(conversation, f"one {PROSE}", "y" * 20_000)
+    # As todo_write logs it (the fake tools here have none): the latest list counts.
+    log.append(TodoWrite(2, (Todo("fix the parser", "in_progress"), Todo("run tests", "pending"))))
+    done = run(conversation, conversation.compact)
+    assert isinstance(done, Compacted)
+    turns(conversation, "and then?")
+    checkpoint = server.requests[-1]["messages"][1]["content"]
+    assert checkpoint.startswith(CHECKPOINT_HEADING)
+    cut = "\n[cut: the first 16,000 of its 20,000 characters are above;"
+    assert "[The user's latest request, verbatim:]\n" + "y" * 16_000 + cut in checkpoint
+    listed = "- [in_progress] fix the parser\n- [pending] run tests"
+    assert "[The todo list, as todo_write last set it:]\n" + listed in checkpoint
+    # The system prompt (with its AGENTS.md text) is sent as it was, first.
+    assert server.requests[-1]["messages"][0] == {"role": "system", "content": "You are a test."}
