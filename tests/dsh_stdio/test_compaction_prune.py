@@ -93,8 +93,8 @@ def test_old_results_are_pruned_to_files_read_opens_and_the_prefix_breaks_only_t
             breaks += 1
         assert breaks >= len(prunes)
         # Resumed, the model reads a pruned output on a pipe, unasked.
-        path = STUB.search(prunes[0]["results"][0]["stub"]).group(1)  # type: ignore[union-attr]
-        stub.enqueue(ToolCalls((("read", json.dumps({"file_path": path})),)), Answer("read it"))
+        saved = STUB.search(prunes[0]["results"][0]["stub"]).group(1)  # type: ignore[union-attr]
+        stub.enqueue(ToolCalls((("read", json.dumps({"file_path": saved})),)), Answer("read it"))
         asked = len(stub.requests)
         again = dsh(env, work, "-c", stdin="read the pruned output\n")
         assert again.returncode == 0, again.stderr[-2000:]
