@@ -37,7 +37,8 @@ todo list and the system prompt (with its AGENTS.md text) are sent verbatim, not
 **Durable, and all or nothing**: ``compaction/start``, ``compaction/summary`` and
 ``compaction/end`` are each fsynced; the history folds the summary in only at the end
 (:class:`~dsh_core.agent.history.History`), so a crash or a failure at any point leaves the
-conversation as it was. The design note is ``docs/notes/2026-12-01-long-sessions.md``.
+conversation as it was. The design notes are ``docs/notes/2026-12-01-long-sessions.md`` and,
+for pruning and what a summary may cost, ``docs/notes/2026-12-03-compaction-keeps-what-matters.md``.
 """
 
 from __future__ import annotations
