@@ -52,15 +52,22 @@ from dsh_core.model.seam import ToolCall
 from .config import Config, StartupError, parse_config, with_servers
 from .pipe import PIPE_WINDOW_ADVICE, Overlong, read_piped_stdin, run_one_shot, run_pipe
 from .render import neutralise
+from .run.spending import run_result, run_status, startup_result
 from .status import EXIT_INTERNAL, EXIT_USAGE
 from .tty import Streams
 
 __all__ = ["leave", "main", "run"]
 
 
-def _startup_failed(exc: BaseException, err: TextIO | None) -> int:
+def _startup_failed(exc: BaseException, err: TextIO | None, json_out: TextIO | None = None) -> int:
+    """``dsh: startup failed: <chain>``, exit status 2; with ``--json`` (``json_out``, stdout)
+    the run's one ``result`` line says it too (SPEC 15: MISSING_CREDENTIAL included)."""
     if err is not None:
         err.write(f"dsh: startup failed: {neutralise(error_chain(exc))}\n")
+    if json_out is not None:
+        with contextlib.suppress(OSError, ValueError):  # a closed stdout has nowhere to go
+            json_out.write(startup_result(exc))
+            json_out.flush()
     return EXIT_USAGE
 
 
@@ -92,6 +99,7 @@ async def _run(
     from .run.runtime import Runtime
 
     out, err = streams.out, streams.err
+    json_out = out if config.json else None
     try:
         runtime = await Runtime.open(
             config,
@@ -103,18 +111,22 @@ async def _run(
             window_advice=REPL_WINDOW_ADVICE if terminal else PIPE_WINDOW_ADVICE,
         )
     except (HarnessError, OSError) as exc:
-        return _startup_failed(exc, err)
+        return _startup_failed(exc, err, json_out)
+    status = EXIT_INTERNAL  # unless the mode returns one
     try:
         if terminal:
             from .terminal.repl import run_repl
 
             try:
-                return await run_repl(runtime, out)
+                status = await run_repl(runtime, out)
             except StartupError as exc:  # the history file cannot be used
-                return _startup_failed(exc, err)
-        if config.question is not None:
-            return await run_one_shot(runtime, config.question, piped, out)
-        return await run_pipe(runtime, streams.stdin, out)
+                status = _startup_failed(exc, err)
+        elif config.question is not None:
+            status = await run_one_shot(runtime, config.question, piped, out)
+        else:
+            status = await run_pipe(runtime, streams.stdin, out)
+        status = run_status(status, runtime.tally)
+        return status
     finally:
         session_id = runtime.conversation.log.id
         if await runtime.close() and name_session and not config.quiet:
@@ -122,6 +134,8 @@ async def _run(
             named = f"dsh: session {session_id} (dsh -r {session_id} to resume)\n"
             with contextlib.suppress(OSError, ValueError):
                 (out if terminal else err).write(named)
+        if runtime.json_view is not None:  # the last line of every --json run (SPEC 15)
+            runtime.json_view.result(run_result(runtime, status))
 
 
 def _stored(config: Config, streams: Streams) -> int:
@@ -204,8 +218,8 @@ def main(
         return run_demo([a for a in arguments if a != "--demo"], dsh, streams)
     try:
         config = parse_config(arguments)
-    except StartupError as exc:
-        return _startup_failed(exc, err)
+    except StartupError as exc:  # a bad value of --json's own run still ends in its result
+        return _startup_failed(exc, err, streams.out if "--json" in arguments else None)
     terminal = os.isatty(streams.stdin) and streams.out.isatty()
     if config.action != "chat":
         try:
@@ -215,7 +229,7 @@ def main(
     try:
         config = with_servers(config)
     except HarnessError as exc:
-        return _startup_failed(exc, err)
+        return _startup_failed(exc, err, streams.out if config.json else None)
     if config.json and terminal and config.question is None:
         return _startup_failed(
             StartupError('--json is for pipes and one-shot runs: dsh --json "question"'), err

@@ -28,6 +28,7 @@ from dsh_core.model.urls import is_local, redact_url
 from .terminal.bell import Notify
 
 if TYPE_CHECKING:
+    from dsh_core.model.prices import Prices
     from dsh_core.trust.sandbox import SandboxMode
 
 __all__ = [
@@ -127,6 +128,16 @@ class Config:
     """``--plain``: answers shown as they came, no Markdown rendering (SPEC 17)."""
     notify: Notify = "bell"
     """``notify`` in ``config.toml``: how the REPL calls the person back (SPEC 17)."""
+    max_cost: float | None = None
+    """``--max-cost``: US dollars the session may spend; None: no limit (SPEC 15)."""
+    prices: tuple[tuple[str, Prices], ...] = ()
+    """``[models.NAME]`` in ``config.toml``: prices that replace or add to DeepSeek's."""
+
+    def price(self, model: str) -> Prices | None:
+        """The prices of ``model``, the file's first; None when none are known."""
+        from dsh_core.model.prices import price_of  # at the first usage line, not at start
+
+        return price_of(model, dict(self.prices))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -153,6 +164,12 @@ def _build_parser() -> _Parser:
         "--max-steps",
         metavar="N",
         help=f"model requests per turn (default {DEFAULT_MAX_STEPS}) [DSH_MAX_STEPS]",
+    )
+    parser.add_argument(
+        "--max-cost",
+        metavar="USD",
+        help="stop a turn before the request that would take the session's cost past this "
+        "many US dollars [DSH_MAX_COST]",
     )
     parser.add_argument(
         "--timeout",
@@ -315,6 +332,18 @@ def _timeout(text: str | None, source: str) -> float | None:
     return value
 
 
+def _dollars(text: str | None, source: str) -> float | None:
+    if text is None or text.strip() == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise StartupError(f"{source} must be a number of US dollars, 0 or more, not {text!r}")
+    return value
+
+
 def _base_url(text: str, source: str) -> str:
     url = text.strip().rstrip("/")
     shown = redact_url(url)
@@ -352,6 +381,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
 
     max_tokens = _setting(args.max_tokens, "--max-tokens", env, "DSH_MAX_TOKENS", _positive)
     timeout = _setting(args.timeout, "--timeout", env, "DSH_TIMEOUT", _timeout)
+    max_cost = _setting(args.max_cost, "--max-cost", env, "DSH_MAX_COST", _dollars)
 
     model = args.model or env.get("DSH_MODEL") or DEFAULT_MODEL
     # Absolute: a resumed session runs in the directory it was started in (dsh changes to it).
@@ -423,6 +453,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         checkpoints=not args.no_checkpoints,
         target=args.undo if action == "undo" else args.changes if action == "changes" else None,
         plain=args.plain,
+        max_cost=max_cost,
     )
 
 
@@ -445,6 +476,13 @@ def with_servers(config: Config, environ: Mapping[str, str] | None = None) -> Co
                 f"--allow {grant}: no MCP server {grant[4:]!r} in {config.home}/config.toml "
                 f"(configured: {', '.join(known) or 'none'})"
             )
+    prices = settings.prices
+    config = dataclasses.replace(config, prices=prices)
+    if config.max_cost is not None and config.price(config.model) is None:
+        raise StartupError(
+            f"--max-cost needs the prices of model {config.model}, and dsh knows none: give them "
+            f"in {config.home}/config.toml [models.{config.model}]"
+        )
     return dataclasses.replace(
         config,
         servers=servers,

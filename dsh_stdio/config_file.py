@@ -21,6 +21,11 @@
     allow_private_addresses = true       # web_fetch may reach this machine and private networks
     search_base_url = "https://gateway.example.com/anthropic/v1"   # where web_search goes
 
+    [models.deepseek-v4-pro]             # prices, US dollars per million tokens (SPEC 15),
+    input_cache_hit = 0.022              # here DeepSeek's off-peak ones; a key left out keeps
+    input_cache_miss = 0.66              # DeepSeek's published (peak) price; a model dsh has
+    output = 1.98                        # no price for needs all three
+
 Keys outside a table (``notify``, ``checkpoints``) come before the first one, as TOML reads
 them; ``checkpoints = false`` is ``--no-checkpoints``.
 
@@ -39,7 +44,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_core.errors import STARTUP, HarnessError
 from dsh_core.extensions.mcp.spec import (
@@ -50,6 +55,9 @@ from dsh_core.extensions.mcp.spec import (
 )
 
 from .terminal.bell import NOTIFY_WAYS, Notify
+
+if TYPE_CHECKING:
+    from dsh_core.model.prices import Prices
 
 __all__ = [
     "CONFIG_FILE",
@@ -74,7 +82,7 @@ _SERVER_KEYS = (
     "tools",
 )
 _WEB_KEYS = ("allow_private_addresses", "search_base_url")
-_TOP_KEYS = ("checkpoints", "mcp", "notify", "web")
+_TOP_KEYS = ("checkpoints", "mcp", "models", "notify", "web")
 """The file's top-level keys and tables."""
 
 
@@ -99,6 +107,8 @@ class FileSettings:
     web: WebSettings = WebSettings()
     notify: Notify = "bell"
     """How dsh calls the person back (``dsh_stdio.terminal.bell``)."""
+    prices: tuple[tuple[str, Prices], ...] = ()
+    """``[models.NAME]``: each model's prices, where the file gives them."""
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -130,7 +140,7 @@ def read_settings(home: Path, environ: Mapping[str, str] | None = None) -> FileS
     notify = reader.data.get("notify", "bell")
     if notify not in NOTIFY_WAYS:
         raise reader.fail("notify", f"must be one of {', '.join(map(repr, NOTIFY_WAYS))}")
-    return FileSettings(reader.servers(), checkpoints, reader.web(), notify)
+    return FileSettings(reader.servers(), checkpoints, reader.web(), notify, reader.prices())
 
 
 def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
@@ -164,7 +174,8 @@ def _load(path: Path, environ: Mapping[str, str] | None) -> _Reader | None:
         if key not in _TOP_KEYS:
             raise reader.fail(
                 key,
-                "unknown key (this dsh reads notify, checkpoints, [mcp.servers.NAME] and [web])",
+                "unknown key (this dsh reads notify, checkpoints, [mcp.servers.NAME], "
+                "[models.NAME] and [web])",
             )
     return reader
 
@@ -209,6 +220,50 @@ class _Reader:
             if not re.match(r"https?://", url):
                 raise self.fail("web.search_base_url", "must be an http:// or https:// URL")
         return WebSettings(allow, url.rstrip("/") if url else None)
+
+    def prices(self) -> tuple[tuple[str, Prices], ...]:
+        """``[models.NAME]``: a known model's prices with the keys given replaced; a model with
+        no known price must give all three."""
+        models = self.table(self.data.get("models", {}), "models")
+        if not models:
+            return ()
+        from dsh_core.model.prices import PRICE_KEYS, Prices, price_of  # only for a [models]
+
+        keys = ", ".join(PRICE_KEYS)
+        priced: list[tuple[str, Prices]] = []
+        for name, value in models.items():
+            prefix = f"models.{name}"
+            table = self.table(value, prefix)
+            known = price_of(name)
+            given: dict[str, float] = {}
+            for key in table:
+                if key not in PRICE_KEYS:
+                    raise self.fail(f"{prefix}.{key}", f"unknown key; a model takes {keys}")
+                number = table[key]
+                if (
+                    not isinstance(number, int | float)
+                    or isinstance(number, bool)
+                    or not (math.isfinite(number) and number >= 0)
+                ):
+                    raise self.fail(
+                        f"{prefix}.{key}", "must be a number: US dollars per million tokens"
+                    )
+                given[PRICE_KEYS[key]] = float(number)
+            missing = [key for key, field in PRICE_KEYS.items() if field not in given]
+            if known is None and missing:
+                raise self.fail(
+                    f"{prefix}.{missing[0]}",
+                    f"missing: dsh knows no price for {name}, so give {keys}",
+                )
+            if known is not None:
+                given = {
+                    "cache_hit": known.cache_hit,
+                    "cache_miss": known.cache_miss,
+                    "output": known.output,
+                    **given,
+                }
+            priced.append((name, Prices(**given)))
+        return tuple(priced)
 
     def servers(self) -> tuple[ServerSpec, ...]:
         mcp = self.table(self.data.get("mcp", {}), "mcp")

@@ -55,6 +55,11 @@ class JsonView(TurnView):
             self._step = record.step + 1  # deltas from now on belong to the next step
         self._line(event.to_json())
 
+    def result(self, value: dict[str, Any]) -> None:
+        """The run's last line, ``{"type": "result", ...}`` (SPEC 15), written out at once."""
+        self._line(value)
+        self.flush()
+
     def _line(self, value: dict[str, Any]) -> None:
         self._write(encode_line(value, ascii=self._ascii).decode("utf-8"))
 

@@ -1,7 +1,9 @@
 """Pipe mode (one turn per input line) and one-shot mode (``dsh "question"``).
 
 No prompt_toolkit on a pipe: it would write redraws and a "not a terminal" warning into the
-transcript (a one-shot run at a terminal loads it for an approval question, on stderr). Lines
+transcript (a one-shot run at a terminal loads it for an approval question, on stderr; a run
+whose stdin is a pipe, for one on the controlling terminal, ``/dev/tty``, when a person is at
+it: SPEC 15). Lines
 are read one at a time by a daemon thread, so a pipe that stays open does not hold back the
 first answer, and a blocked read never keeps the process alive. After a failure that every
 later line would meet too (``STOPPING_CODES``) the rest of the input is not sent.
@@ -25,6 +27,7 @@ from dsh_core.errors import AUTH, MISSING_CREDENTIAL, QUOTA, SANDBOX_ESCAPE
 from .run.runtime import Runtime
 from .signals import Stopper
 from .status import EXIT_OK
+from .tty import controlling_terminal
 
 if TYPE_CHECKING:
     from dsh_core.tools.interaction.ask import UserAnswer, UserQuestion
@@ -149,6 +152,8 @@ async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
     """One turn per non-empty input line until end of input; returns the exit status."""
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     reader = LineReader(stdin, runtime.conversation.input_limit)
+    # stdin a terminal (stdout redirected): its lines are the turns, and it is not asked on.
+    tty = None if os.isatty(stdin) else _ask_where_a_person_is(runtime, stopper)
     terminal = out.isatty()
     status = EXIT_OK
     try:
@@ -179,6 +184,8 @@ async def run_pipe(runtime: Runtime, stdin: int, out: TextIO) -> int:
     finally:
         reader.close()
         stopper.remove()
+        if tty is not None:
+            tty.close()
     if runtime.log_failed and stopper.status is None:
         # Say why the rest of the input goes unanswered, rather than stop in silence.
         runtime.err.write("dsh: stopped reading input: the session log cannot be written\n")
@@ -209,11 +216,15 @@ async def run_one_shot(
     """One turn for ``dsh "question"``; piped input is appended after a blank line.
 
     With stdin on a terminal, a call that needs approval is asked about there (on stderr:
-    stdout is the answer, maybe a file or ``--json``); otherwise it is refused.
+    stdout is the answer, maybe a file or ``--json``); with stdin a pipe, on the controlling
+    terminal if a person is at it; otherwise it is refused.
     """
     stopper = Stopper(runtime.cancel_turn, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    tty: TextIO | None = None
     if os.isatty(runtime.stdin):
-        runtime.ask_on(_question_on_stderr(runtime, stopper))
+        runtime.ask_on(_question_on(runtime, stopper, runtime.err, runtime.stdin))
+    else:
+        tty = _ask_where_a_person_is(runtime, stopper)
     view = runtime.view(out, terminal=out.isatty())
     try:
         if isinstance(piped, Overlong):
@@ -228,11 +239,24 @@ async def run_one_shot(
         return stopper.status
     finally:
         stopper.remove()
+        if tty is not None:
+            tty.close()
     return stopper.status if stopper.status is not None else runtime.status(end)
 
 
-def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
-    """The REPL's approval question, asked on stderr, for a one-shot run at a terminal."""
+def _ask_where_a_person_is(runtime: Runtime, stopper: Stopper) -> TextIO | None:
+    """With stdin a pipe, questions go to the controlling terminal when a person is at it
+    (SPEC 15): its opened ``/dev/tty``, for the caller to close; None when there is none, and
+    what needs asking is refused. Lines of stdin are never answers: they are not read here."""
+    tty = controlling_terminal(runtime.err)
+    if tty is not None:
+        runtime.ask_on(_question_on(runtime, stopper, tty, tty.fileno()))
+    return tty
+
+
+def _question_on(runtime: Runtime, stopper: Stopper, screen: TextIO, keys: int) -> Asker:
+    """The REPL's approval question, shown on ``screen`` and answered at the terminal ``keys``:
+    stderr and stdin for a one-shot run at a terminal, ``/dev/tty`` for a piped one."""
     from .terminal.approve import TerminalQuestion
 
     def before() -> None:
@@ -245,27 +269,30 @@ def _question_on_stderr(runtime: Runtime, stopper: Stopper) -> Asker:
             runtime.current_view.after_question()
 
     ask = TerminalQuestion(
-        runtime.err,
+        screen,
         before=before,
         after=after,
         cancel_turn=lambda _: stopper.stop(signal.SIGINT),
-        stdin=runtime.stdin,
+        stdin=keys,
         undo=runtime.undo_directory,
     )
+    typed_at = None if keys == runtime.stdin else screen  # prompt_toolkit reads sys.stdin else
 
-    def on_stderr_terminal() -> contextlib.AbstractContextManager[object]:
+    def on_the_terminal() -> contextlib.AbstractContextManager[object]:
         from prompt_toolkit.application import create_app_session
+        from prompt_toolkit.input import create_input
         from prompt_toolkit.output import create_output
 
-        return create_app_session(output=create_output(stdout=runtime.err))
+        typed = create_input(typed_at) if typed_at is not None else None
+        return create_app_session(input=typed, output=create_output(stdout=screen))
 
-    async def on_stderr(question: Question) -> Answer:
-        with on_stderr_terminal():
+    async def asked(question: Question) -> Answer:
+        with on_the_terminal():
             return await ask(question)
 
-    async def user_on_stderr(questions: Sequence[UserQuestion]) -> Sequence[UserAnswer]:
-        with on_stderr_terminal():
+    async def user_asked(questions: Sequence[UserQuestion]) -> Sequence[UserAnswer]:
+        with on_the_terminal():
             return await ask.ask_user(questions)
 
-    runtime.ask_user_on(user_on_stderr)  # the model's own questions, the same way (SPEC 16)
-    return on_stderr
+    runtime.ask_user_on(user_asked)  # the model's own questions, the same way (SPEC 16)
+    return asked

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -77,6 +78,8 @@ def outcome_line(end: TurnEnd, *, steps: int | None = None) -> str | None:
             limit = f"{steps} step{'' if steps == 1 else 's'} " if steps else ""
             step = "send a message to go on, or raise --max-steps"
             return f"[turn stopped at the step limit] {limit}(next: {step})"
+        case "max-cost":  # the reason names the limit and the spend (SPEC 15)
+            return f"[turn stopped at the cost limit] {end.reason or ''}".rstrip()
         case "completed" | "other":
             return None  # a normal end, and so is a kind from a newer version
         case _:
@@ -173,17 +176,18 @@ def compacted_line(before: int, after: int, pruned: int = 0) -> str:
     return f"[context compacted: {before:,} -> {after:,} tokens]"
 
 
-def usage_line(usage: Usage | None, seconds: float) -> str:
-    """``tokens in 12 (cached 0) / out 30, 0.84 s``, the short line after each turn."""
+def usage_line(usage: Usage | None, seconds: float, meter: Sequence[str] = ()) -> str:
+    """``tokens in 12 (cached 0) / out 30, 0.84 s``, the short line after each turn; ``meter``
+    goes before the time (``$0.0012 (cache saved $0.0003)``, ``ctx 34% of 1M``)."""
     if usage is None:
-        return f"{seconds:.2f} s"
+        return ", ".join([*meter, f"{seconds:.2f} s"])
     line = (
         f"tokens in {usage.prompt_tokens} (cached {usage.cached_tokens}) "
         f"/ out {usage.completion_tokens}"
     )
     if usage.reasoning_tokens:
         line += f" (reasoning {usage.reasoning_tokens})"
-    return f"{line}, {seconds:.2f} s"
+    return ", ".join([line, *meter, f"{seconds:.2f} s"])
 
 
 # What a terminal must never receive raw (SPEC 10.9), by Unicode property: controls (Cc) but

@@ -8,6 +8,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERNAL",
     "EXIT_OK",
+    "EXIT_REFUSED",
     "EXIT_SIGHUP",
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
@@ -20,6 +21,9 @@ EXIT_FAILED = 1
 """A turn of this run ended ``error`` or ``rejected``; or stdout could not be written."""
 EXIT_INTERNAL = 1
 """A bug of ours, reported as one line."""
+EXIT_REFUSED = 3
+"""No turn failed, but dsh refused a call the model asked for because nobody could be asked
+or the policy forbids it unattended (SPEC 15); a person's own no does not count."""
 EXIT_USAGE = 2
 """A usage error or a startup failure."""
 EXIT_SIGINT = 130

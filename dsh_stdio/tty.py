@@ -13,7 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-__all__ = ["STDIN", "Streams", "colour_wanted", "discard_typed_ahead", "quiet_terminal"]
+__all__ = [
+    "STDIN",
+    "Streams",
+    "colour_wanted",
+    "controlling_terminal",
+    "discard_typed_ahead",
+    "quiet_terminal",
+]
 
 STDIN = 0
 """Standard input's descriptor: read with os.read, never through sys.stdin's buffer."""
@@ -80,3 +87,25 @@ def colour_wanted(stream: TextIO) -> bool:
         and os.environ.get("TERM", "dumb") != "dumb"
         and "NO_COLOR" not in os.environ
     )
+
+
+def controlling_terminal(err: TextIO) -> TextIO | None:
+    """``/dev/tty``, opened for a question, when stdin is not a terminal but a person is at one
+    (``git diff | dsh "fix it"`` typed in a shell): ``err`` is a terminal and the process has a
+    controlling terminal. None without one (cron, CI, ``setsid``), or when it cannot be opened:
+    then nothing can be asked, as before (SPEC 15). ``sudo`` and ``ssh`` ask there likewise.
+    """
+    try:
+        if not err.isatty():
+            return None
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError):  # ENXIO: no controlling terminal
+        return None
+    try:
+        if not os.isatty(fd):
+            raise OSError("/dev/tty is not a terminal")
+        # Written to as a text stream; answers are read from its descriptor (os.read).
+        return open(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+    except OSError:
+        os.close(fd)
+        return None

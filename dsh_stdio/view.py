@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO, assert_never
 
 from dsh_core.agent.loop import (
@@ -85,10 +85,14 @@ class TurnView:
         on_output_error: Callable[[OSError], None] | None = None,
         usage: bool = True,
         markdown: AnswerMarkdown | None = None,
+        meter: Callable[[Usage | None], Sequence[str]] | None = None,
     ) -> None:
         """``usage``: end a turn that ran its course with the usage notice (not ``--quiet``);
-        ``markdown``: a colour terminal's renderer of the answer's finished blocks (SPEC 17)."""
+        ``markdown``: a colour terminal's renderer of the answer's finished blocks (SPEC 17);
+        ``meter``: what the usage notice says of the turn's tokens, after them (its dollars,
+        how full the context is: SPEC 15)."""
         self._out = out
+        self._meter = meter
         self._markdown = markdown
         self._usage = usage
         self._err = err
@@ -400,8 +404,9 @@ class TurnView:
         self._end_line()
         self._outcome(end, steps)
         self.flush()
-        if self._usage and end.kind in ("completed", "max-tokens", "max-steps"):
-            self.notice(usage_line(self.usage, time.monotonic() - self.started))
+        if self._usage and end.kind in ("completed", "max-tokens", "max-steps", "max-cost"):
+            meter = self._meter(self.usage) if self._meter is not None else ()
+            self.notice(usage_line(self.usage, time.monotonic() - self.started, meter))
             self.flush()
 
     def _outcome(self, end: TurnEnd, steps: int | None) -> None:

@@ -58,13 +58,7 @@ from ..errors import (
 )
 from ..fileio import format_size
 from ..masking import mask
-from ..model.seam import (
-    ChatModel,
-    ChatRequest,
-    Event,
-    Message,
-    RetryNotice,
-)
+from ..model.seam import ChatModel, ChatRequest, Event, Message, RetryNotice
 from ..session import SessionLog
 from ..session.closing import answer_unanswered, closing_records
 from ..session.events import (
@@ -92,6 +86,7 @@ from .step import MaskedStream, Step, close_stream
 
 if TYPE_CHECKING:
     from ..checkpoints.turns import Checkpoints
+    from .budget import Budget
 
 __all__ = [
     "DEFAULT_INPUT_LIMIT",
@@ -196,6 +191,7 @@ class Conversation:
         hooks: Sequence[PreTurnHook] = (),
         notes: Sequence[NoteSource] = (),
         checkpoints: Checkpoints | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.model = model
         self.log = log
@@ -231,6 +227,7 @@ class Conversation:
         self.checkpoints = checkpoints
         """Checkpoints before a turn's first change, and its changes at its end (SPEC 14);
         None: off (``--no-checkpoints``)."""
+        self.budget = budget  # --max-cost (SPEC 15); None: no limit
         self._cancellation: Cancellation | None = None
         """The running turn's; None when idle."""
         self._log_failure: FailureRecord | None = None
@@ -410,7 +407,11 @@ class Conversation:
             number += 1
             if number > self.max_steps:
                 return self._end(TurnEnd(turn.number, "max-steps"), turn)
+            if self.budget is not None and (over := self.budget.refuses(self)):
+                return self._end(TurnEnd(turn.number, "max-cost", reason=over), turn)
             await self.keeper.before_step(turn, number, self._cancel, on_event)
+            if self.budget is not None and (over := self.budget.refuses(self)):  # a summary's cost
+                return self._end(TurnEnd(turn.number, "max-cost", reason=over), turn)
             self._write_notes(turn)
             step = turn.step = Step(number)
             try:

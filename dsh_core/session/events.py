@@ -118,6 +118,7 @@ EndKind = Literal[
     "interrupted",  # left open by a process that died; closed by the next load
     "max-tokens",  # the answer reached the output token limit
     "max-steps",  # the turn reached the step limit
+    "max-cost",  # the next request would have passed --max-cost: ``reason`` says by how much
     "other",  # a kind written by a newer dsh: a normal end (SPEC section 3)
 ]
 END_KINDS: frozenset[str] = frozenset(get_args(EndKind)) - {"other"}
@@ -450,7 +451,8 @@ class TurnEnd:
     failure: FailureRecord | None = None
     """For ``error``: the code, ``error_chain`` message, and the server's details."""
     reason: str | None = None
-    """For ``aborted`` (``user``, ``shutdown``, ...) and ``rejected`` (what to do next)."""
+    """For ``aborted`` (``user``, ``shutdown``, ...), ``rejected`` (what to do next) and
+    ``max-cost`` (the limit and the spend)."""
     other_kind: str | None = None
     """For ``other``: the kind as a newer dsh wrote it."""
 

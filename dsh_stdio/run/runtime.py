@@ -25,21 +25,12 @@ from dsh_core.errors import FailureRecord, SessionLogError
 from dsh_core.extensions.skills import SkillCatalog, SkillTool, discover_skills, skills_section
 from dsh_core.extensions.subagent import SubagentTool
 from dsh_core.masking import mask
-from dsh_core.model.deepseek import (
-    CHAT_PATH,
-)
-from dsh_core.model.seam import ChatModel
+from dsh_core.model.deepseek import CHAT_PATH
+from dsh_core.model.seam import ChatModel, Usage
 from dsh_core.model.urls import redact_url
 from dsh_core.session import TOOL_OUTPUT_DIR, LoadReport, SessionLog, SessionStore
 from dsh_core.session.events import JobEnded, JobStarted, Record, TurnEnd
-from dsh_core.tools import (
-    Tool,
-    Toolbox,
-    Workspace,
-    builtin_tools,
-    everyday_tools,
-    search_endpoint,
-)
+from dsh_core.tools import Tool, Toolbox, Workspace, builtin_tools, everyday_tools, search_endpoint
 from dsh_core.trust.workspace import child_environment
 
 from ..config import Config, StartupError
@@ -53,6 +44,7 @@ from .libraries import show_library_logs
 from .model import deepseek_adapter
 from .resume import enter_its_directory
 from .sandboxing import SessionLaunchers
+from .spending import session_spending, turn_meter
 from .subagents import subagent
 
 if TYPE_CHECKING:
@@ -60,6 +52,7 @@ if TYPE_CHECKING:
 
     from dsh_core.checkpoints.turns import Checkpoints
     from dsh_core.extensions.mcp.servers import McpServers
+    from dsh_core.session.tally import Tally
     from dsh_core.tools.interaction.ask import UserAsker
     from dsh_core.tools.jobs.table import JobTable
     from dsh_core.trust.policy import Kept
@@ -132,6 +125,8 @@ class Runtime:
     """Sessions left by ``/new`` whose jobs are still being ended."""
     checkpoints_off: str | None = None
     """Why this session takes no checkpoints (``--no-checkpoints``, ...); None: it does."""
+    tally: Tally = field(init=False)
+    """What the session spent, and this run's part (usage line, ``--max-cost``, ``result``)."""
 
     @classmethod
     async def open(
@@ -316,6 +311,7 @@ class Runtime:
         self.checkpoints_off = None  # without tools: said as "off: no tools"
         if config.tools:
             checkpoints, self.checkpoints_off = open_checkpoints(config, log, workspace, self._warn)
+        self.tally, budget = session_spending(config, log)
         return Conversation(
             self.model,
             log,
@@ -332,6 +328,7 @@ class Runtime:
             system_prompt=prompt,
             notes=(self._job_notes,),
             checkpoints=checkpoints,
+            budget=budget,
         )
 
     def _everyday_tools(self, log: SessionLog, output_dir: Path) -> list[Tool]:
@@ -476,6 +473,9 @@ class Runtime:
     def view(self, out: TextIO, *, terminal: bool) -> TurnView:
         """A TurnView for the next turn, wired so that a stdout that fails cancels the turn."""
 
+        def meter(usage: Usage | None) -> list[str]:  # the usage line's dollars (SPEC 15)
+            return turn_meter(usage, self.conversation, self.tally, self.config.price)
+
         def output_failed(exc: OSError) -> None:
             # A reader that went away (`dsh ... | head`) is no failure of ours: say it plainly.
             if isinstance(exc, BrokenPipeError):
@@ -491,6 +491,7 @@ class Runtime:
                     self.conversation.log,
                     terminal=terminal,
                     on_output_error=output_failed,
+                    meter=meter,
                 )
             return self.json_view
         colour = terminal and colour_wanted(out)
@@ -509,6 +510,7 @@ class Runtime:
             on_output_error=output_failed,
             usage=not self.config.quiet,
             markdown=markdown,
+            meter=meter,
         )
 
     @property
@@ -556,6 +558,7 @@ class Runtime:
         return TurnEnd(-1, "error", FailureRecord.from_exception(exc))  # -1: not in the log
 
     def _shown(self, end: TurnEnd, view: TurnView) -> TurnEnd:
+        self.tally.update(self.conversation.log.events)  # before a /compact lets go of them
         view.finish(end, steps=self.conversation.max_steps)
         if view.output_error is not None:
             # stdout is what failed, so the one place left to say it is stderr.

@@ -14,8 +14,10 @@ width (:mod:`dsh_stdio.cells`): it fits the screen, blank runs are counted, and 
 it is cut by rows, saying so, never pushed out of sight by what the model wrote. Paths are resolved
 by the tool, and the model's words are quoted on their own lines, never in dsh's.
 
-Only the REPL builds a :class:`TerminalQuestion`; a pipe or a one-shot run has none, so the
-policy refuses what would need asking, and a line ``y`` on stdin stays a user turn.
+The REPL builds a :class:`TerminalQuestion`, and so does a one-shot run at a terminal (on
+stderr), or a run whose stdin is a pipe while a person is at the controlling terminal (on
+``/dev/tty``, SPEC 15: ``dsh_stdio.pipe``); otherwise the policy refuses what would need asking.
+A line ``y`` on stdin is never an answer: it stays data, or a user turn.
 
 The model's own questions (``ask_user_question``, SPEC 16) go through the same machinery
 (:meth:`TerminalQuestion.ask_user`): the model's words quoted, options numbered, a number (or

@@ -27,6 +27,7 @@ from dsh_core.session.events import TurnStart
 from ..config import StartupError
 from ..render import neutralise
 from ..run.runtime import Runtime, shown_url
+from ..run.spending import usage_rows
 from ..signals import Stopper
 from ..status import EXIT_FAILED, EXIT_OK
 from ..tty import colour_wanted
@@ -45,7 +46,7 @@ COMMANDS = {
     "/model NAME": "use another model for the next turns",
     "/think on|off": "thinking mode for the next turns (alone: how it is now)",
     "/compact [FOCUS]": "prune and summarise the conversation now, keeping FOCUS in detail",
-    "/usage": "this session's tokens (cache hit / miss), requests, and the context now",
+    "/usage": "this session's tokens (cache hit / miss), requests, cost, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, undo, grants",
     "/resume ID": "switch to another session of this directory (Tab lists their ids)",
     "/mcp": "the MCP servers: how each is reached, its state, its tools",
@@ -267,6 +268,7 @@ def _usage_text(runtime: Runtime) -> str:
         ),
         ("out", f"{usage.completion_tokens:,} tokens"),
         ("requests", f"{usage.requests:,}{compactions}"),
+        *usage_rows(conversation, runtime.tally, runtime.config.price),  # dollars (SPEC 15)
         ("context", context),
     ]
     width = max(len(name) for name, _ in rows)

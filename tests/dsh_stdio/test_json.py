@@ -64,8 +64,14 @@ def test_sigint_mid_answer_leaves_parseable_lines(
     rest, _ = proc.communicate(timeout=60)
     objects = lines_of(seen + rest)
     assert proc.returncode == 130
-    assert objects[-1]["type"] == "turn/end"
-    assert objects[-1]["data"]["reason"] == {"kind": "aborted", "reason": "user"}
+    assert objects[-2]["type"] == "turn/end"
+    assert objects[-2]["data"]["reason"] == {"kind": "aborted", "reason": "user"}
+    # The run's result comes last (SPEC 15).
+    assert (objects[-1]["type"], objects[-1]["outcome"], objects[-1]["exit_status"]) == (
+        "result",
+        "aborted",
+        130,
+    )
 
 
 def test_json_on_a_terminal_needs_a_question(dsh_env: dict[str, str], home: Path) -> None:

@@ -18,7 +18,12 @@ def test_events_as_they_are_written_and_deltas(dsh_env: dict[str, str], home: Pa
     objects = lines_of(result.stdout_bytes)
     assert result.returncode == 1  # the third turn failed
     # Nothing but the log's events and the deltas (SPEC 9).
-    assert {o["type"] for o in objects if "seq" not in o} == {"assistant/delta", "reasoning/delta"}
+    assert {o["type"] for o in objects[:-1] if "seq" not in o} == {
+        "assistant/delta",
+        "reasoning/delta",
+    }
+    assert objects[-1]["type"] == "result"  # and the run's result, last (SPEC 15)
+    objects = objects[:-1]
     logged = [o for o in objects if "seq" in o]
     # Exactly the log's events, in order, none missing: the session log is what was printed.
     assert logged == log_lines(home)
@@ -60,7 +65,9 @@ def test_tool_events_are_lines_too(dsh_env: dict[str, str], tmp_path: Path) -> N
 
 def test_json_with_show_reasoning_is_refused(dsh_env: dict[str, str], home: Path) -> None:
     result = run_in_process(dsh_env, "--json", "--show-reasoning", stdin=b"hello\n")
-    assert (result.returncode, result.stdout_bytes) == (2, b"")
+    assert result.returncode == 2
+    (only,) = lines_of(result.stdout_bytes)  # a --json run's result, also here (SPEC 15)
+    assert (only["type"], only["outcome"], only["session"]) == ("result", "startup-failed", None)
     assert result.stderr == (
         "dsh: startup failed: --json and --show-reasoning cannot be used together: with "
         "--json, reasoning is in the output as reasoning/delta events\n"

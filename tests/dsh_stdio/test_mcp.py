@@ -177,7 +177,7 @@ def test_a_pipe_refuses_mcp_calls_unless_allowed_by_name(
     (home / "config.toml").write_text(server_table("well", "well"))
     stub.enqueue(calls(("mcp__well__add", {"a": 1, "b": 1})), Answer("refused"))
     run = run_dsh(dsh_env, work, stdin="one\n")  # --allow mcp:well is a row of test_approval.py
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert tool_lines(run.stderr)[-1] == (
         'dsh: [tool refused mcp__well__add] tool "mcp__well__add" needs approval and stdin is '
         "not a terminal; run with --allow mcp:well"

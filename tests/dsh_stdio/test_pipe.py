@@ -196,7 +196,7 @@ def test_bash_is_refused_on_a_pipe_without_allow(
 ) -> None:
     # dsh "question": no terminal either, so the same refusal
     result = run(dsh_env, work, "toolbash") if one_shot else run(dsh_env, work, stdin="toolbash\n")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # refused: SPEC 15
     assert result.stdout == f"Tool results: [bash] Error: {REFUSED_SHELL[:73]}...\n"
     assert tool_lines(result.stderr) == [
         "dsh: [tool bash] $ ls -la",
@@ -238,7 +238,7 @@ def test_edit_is_refused_on_a_pipe_without_allow_write(
     dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     result = run(dsh_env, work, stdin="tooledit\n")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # refused: SPEC 15
     assert tool_lines(result.stderr) == [
         "dsh: [tool read] demo.txt",
         "dsh: [tool read done] 1 line",
@@ -297,7 +297,7 @@ def test_a_y_line_is_the_next_turn_not_an_approval(
     marker = work / "ran"
     stub.enqueue(ToolCalls((("bash", json.dumps({"command": f"touch {marker}"})),)))
     result = run(dsh_env, work, stdin="run it\ny\n")  # `y` is waiting while the call is
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # refused: SPEC 15
     assert result.stdout == (f"Tool results: [bash] Error: {REFUSED_SHELL[:73]}...\nYou said: y\n")
     assert not marker.exists()
     events = assert_log_whole(home)
@@ -311,7 +311,7 @@ def test_the_toolbash_word_then_y(
     dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
 ) -> None:
     result = run(dsh_env, work, stdin="toolbash\ny\n")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # refused: SPEC 15
     assert result.stdout.endswith("\nYou said: y\n")
     assert f"dsh: [tool refused bash] {REFUSED_SHELL}" in tool_lines(result.stderr)
     events = assert_log_whole(home)
@@ -334,7 +334,7 @@ def test_paths_outside_are_refused_on_a_pipe(
     calls = tuple(("read", json.dumps({"file_path": path})) for path in paths)
     stub.enqueue(ToolCalls(calls))
     result = run(dsh_env, work, stdin="read those\n")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # refused: SPEC 15
     refused = f"dsh: [tool refused read] {REFUSED_READ}"
     assert tool_lines(result.stderr) == [
         "dsh: [tool read] /etc/passwd (outside the working directory)",  # resolved

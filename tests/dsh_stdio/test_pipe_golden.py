@@ -44,9 +44,12 @@ INPUT = b"".join(
 def normalise(text: str, base_url: str) -> str:
     """Replace what changes from run to run: the stub's port, measured seconds, the session,
     and the prompt's tokens (the stub counts what it received, and the system prompt holds the
-    date and the working directory; what it cached depends on the requests before)."""
+    date and the working directory; what it cached depends on the requests before), and so
+    the dollars and how full the context is."""
     text = text.replace(base_url, "{base_url}")
     text = re.sub(r"tokens in \d+ \(cached \d+\)", "tokens in N (cached N)", text)
+    text = re.sub(r"\$\d+(?:,\d{3})*(?:\.\d+)?", "$N", text)
+    text = re.sub(r"ctx \d+%", "ctx N%", text)
     text = re.sub(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b", "{session}", text)
     return re.sub(r"\d+\.\d+ s\b", "N s", text)
 

@@ -185,7 +185,8 @@ def test_waiting_indicator_says_when_the_server_is_busy(
         await term.expect("… waiting for the model")
         await term.expect("… server busy, waiting")  # keep-alive comments arrive first
         await term.expect("You said: are you busy")
-        await term.expect(re.compile(r"tokens in \d+ \(cached \d+\) / out \d+, \d+\.\d\d s"))
+        usage = r"tokens in \d+ \(cached \d+\) / out \d+, .*, ctx \d+% of 1M, \d+\.\d\d s"
+        await term.expect(re.compile(usage))
         assert await term.leave() == 0
 
     on_terminal(dsh_env, workdir, script)

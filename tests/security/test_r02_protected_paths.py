@@ -58,7 +58,7 @@ def test_allow_write_does_not_let_the_model_set_core_fsmonitor(
         ("edit", {"file_path": ".git/config", "old_string": "= 0", "new_string": "= 0\n\tx = 1"}),
     )
     run = run_dsh(dsh_env, work, "--allow", "write", stdin="set up the repository\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert (git / "config").read_text() == GIT_CONFIG
     read, write, edit = results(home)
     assert not read["is_error"]
@@ -82,7 +82,7 @@ def test_allow_write_does_not_let_the_model_plant_a_hook_in_a_nested_repository(
         ("write", {"file_path": str(nested / "config"), "content": FSMONITOR}),
     )
     run = run_dsh(dsh_env, work, "--allow", "all", stdin="add a hook\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert not (work / ".git" / "hooks" / "pre-commit").exists()
     assert list((nested / "hooks").iterdir()) == []
     assert (nested / "config").read_text() == GIT_CONFIG
@@ -102,7 +102,7 @@ def test_allow_write_does_not_let_the_model_plant_a_skill_or_dsh_settings(
         ("write", {"file_path": "sub/.dsh/config.toml", "content": "[mcp]\n"}),
     )
     run = run_dsh(dsh_env, work, "--allow", "write", stdin="set up skills\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert not (work / ".agents").exists() and not (work / "sub").exists()
     skill, settings = results(home)
     assert skill["is_error"] and ".agents/" in skill["content"]
@@ -120,7 +120,7 @@ def test_a_symlink_to_git_config_is_judged_by_where_it_leads(
         ("write", {"file_path": "notes.md", "content": FSMONITOR}),
     )
     run = run_dsh(dsh_env, work, "--allow", "write", stdin="update my notes\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert (git / "config").read_text() == GIT_CONFIG
     _, write = results(home)
     assert write["is_error"]
@@ -139,7 +139,7 @@ def test_an_edit_through_a_symlink_to_git_config_with_absent_text_is_refused_for
     hello = {"file_path": "greeting.txt", "old_string": "Hello", "new_string": "Hello again"}
     attack(stub, ("read", {"file_path": "greeting.txt"}), ("edit", hello))
     run = run_dsh(dsh_env, work, "--allow", "all", stdin="edit the demo\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert (git / "config").read_text() == GIT_CONFIG
     _, edit = results(home)
     assert edit["is_error"] and "protected" in edit["content"], edit["content"]

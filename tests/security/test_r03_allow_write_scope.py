@@ -52,7 +52,7 @@ def test_allow_write_does_not_let_the_model_append_to_bashrc(
         ("write", {"file_path": str(bashrc), "content": PAYLOAD}),
     )
     run = run_dsh(dsh_env, work, "--allow", "all", stdin="tidy my shell setup\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert bashrc.read_text() == BASHRC
     read, edit, write = results(home)
     assert not read["is_error"]  # --allow read reads outside: only writing is held back
@@ -70,7 +70,7 @@ def test_allow_write_does_not_let_the_model_add_an_ssh_key_by_dot_dot(
     assert (work / relative).resolve() == user_home / ".ssh" / "authorized_keys"
     attack(stub, ("write", {"file_path": str(relative), "content": "ssh-ed25519 AAAA attacker\n"}))
     run = run_dsh(dsh_env, work, "--allow", "write", stdin="set up deploy keys\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert not (user_home / ".ssh").exists()
     (refused,) = results(home)
     assert refused["is_error"] and "outside the working directory" in refused["content"]
@@ -87,7 +87,7 @@ def test_allow_write_does_not_write_through_a_symlink_that_leads_out(
         ("write", {"file_path": "config/.bash_login", "content": PAYLOAD}),
     )
     run = run_dsh(dsh_env, work, "--allow", "write", stdin="write the profile\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     assert list(user_home.iterdir()) == []
     for refused in results(home):
         assert refused["is_error"] and "outside the working directory" in refused["content"]

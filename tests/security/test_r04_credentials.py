@@ -66,7 +66,7 @@ def test_allow_read_does_not_let_the_model_read_an_ssh_key(
         ("glob", {"pattern": "*", "path": "~/.ssh"}),
     )
     run = run_dsh(dsh_env, work, "--allow", "all", stdin="find my keys\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     for refused in results(home):
         assert refused["is_error"] and "credentials" in refused["content"], refused["content"]
     sent = json.dumps(stub.requests)
@@ -86,7 +86,7 @@ def test_allow_read_does_not_let_the_model_read_dsh_home(
         ("grep", {"pattern": "token", "path": str(home)}),
     )
     run = run_dsh(dsh_env, work, "--allow", "read", stdin="what servers do I have\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     for refused in results(home):
         assert refused["is_error"] and "credentials" in refused["content"], refused["content"]
     assert SECRET not in json.dumps(stub.requests)

@@ -102,7 +102,7 @@ def test_the_file_tools_cannot_reach_the_store(stub: StubServer, world: Path) ->
         ("write", {"file_path": database, "content": "tampered\n"}),
     )
     run = run_dsh(env, world / "work", "-c", "--allow", "all", stdin="go\n")
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # refused (SPEC 15)
     read, grep, write = store_results(world)[-3:]
     assert read.startswith("Error:") and write.startswith("Error:"), (read, write)
     assert STORE_MAGIC not in grep
