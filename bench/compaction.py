@@ -1,21 +1,28 @@
-"""A long session under a small window: validity, memory after each compaction, the cache prefix.
+"""A long session under a small window: what compaction costs, validity, memory, the cache prefix.
 
-    .venv/bin/python bench/compaction.py [--steps 2000] [--window 20000] [--json]
+    .venv/bin/python bench/compaction.py [--steps 2000] [--window 20000] [--baseline main] [--json]
 
 The real ``dsh`` process runs on a pipe against the stub server (in this process, keeping no
 request bodies), with ``--context-window`` and the stub refusing above the same window. Each
-line is a ``toolchain`` turn: three steps with a ``read``, ``glob`` and ``grep`` call of a
-2.7 KB file, then the answer, four requests a turn, until ``--steps`` requests were answered
-(summary requests not counted). A thread follows the session log as it is written and reads
-dsh's resident memory (``VmRSS``) each time a ``compaction/end`` appears. Reported:
+line is a ``toolfiles`` turn: three steps that each ``read`` one of 50 files of 2-20 KB (sizes
+drawn once, seeded), then the answer, four requests a turn, until ``--steps`` requests were
+answered (summary requests not counted). ``--baseline REF`` runs the same session, interleaved
+in the same run, with the dsh of git ``REF`` (its packages by ``git archive`` in a temporary
+directory, put first on ``PYTHONPATH``; the stub is this checkout's for both). A thread follows the
+session log as it is written and reads dsh's resident memory (``VmRSS``) each time a
+``compaction/end`` or ``compaction/prune`` appears. Reported, for each build:
+
+- compaction's cost: summary requests, and the tokens they spent (prompt and completion, from
+  the log's ``compaction/summary`` usage), prunes (which cost no request);
 
 - requests: answered, refused for breaking DeepSeek's history rules (must be 0), refused as
   too long (then compacted and retried), summary requests;
 - the prefix: the share of answered requests whose messages begin, byte for byte, with the
   previous answered request's (the stub checks it on the raw bodies), all of them and all but
-  the first after each compaction (target: 100%);
-- dsh's RSS after each compaction: the first, the last, the largest, and the growth from the
-  first to the last, beside the size of the session log;
+  the first after each compaction or prune (target: 100%), and the cache-hit share of all
+  prompt tokens and of the normal steps' (summary requests left out);
+- dsh's RSS after each compaction or prune: the first, the last, the largest, and the growth
+  from the first to the last, beside the size of the session log;
 - the size's error: replaying the log, dsh's reckoning of each request's size (the last
   ``prompt_tokens`` and the estimate of what came since) against the stub's count of it, for
   requests after a measured one and for the first after a compaction (the estimate alone).
@@ -38,18 +45,46 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
 import itertools
+import random
 
 from dsh_core.agent.compaction import conversation_size, tools_tokens
 from dsh_core.agent.history import History
 from dsh_core.session import read_log
-from dsh_core.session.events import AssistantStep, CompactionEnd, StepUsage
+from dsh_core.session.events import (
+    AssistantStep,
+    CompactionEnd,
+    CompactionPrune,
+    CompactionSummary,
+    StepUsage,
+)
 from dsh_core.testing import StubServer
 from dsh_core.tools import Toolbox, Workspace, builtin_tools
 from tests.support import DSH, child_env, proc_status
 
-DEMO = "Hello, world.\n" + "The quick brown fox jumps over the lazy dog. " * 60 + "\n"
 STEPS_PER_TURN = 4
-"""``toolchain``: three steps that call a tool, then the answer."""
+"""``toolfiles`` of three files: three steps that call ``read``, then the answer."""
+FILES = 50
+SEED = 29
+
+
+def write_files(work: Path) -> list[str]:
+    """``FILES`` text files of 2-20 KB (80-character lines, so ``read`` shows them whole)."""
+    sizes = random.Random(SEED)
+    names = []
+    for index in range(FILES):
+        name = f"f-{index:02d}.txt"
+        size = sizes.randint(2_000, 20_000)
+        line = f"{name} line of text, the quick brown fox jumps over the lazy dog {index:04d}.\n"
+        (work / name).write_text((line * (size // len(line) + 1))[:size])
+        names.append(name)
+    return names
+
+
+def turn_lines(turns: int, names: list[str]) -> bytes:
+    picks = random.Random(SEED + 1)
+    return "".join(
+        f"turn {n} toolfiles {' '.join(picks.sample(names, 3))}\n" for n in range(turns)
+    ).encode()
 
 
 class LogFollower(threading.Thread):
@@ -62,6 +97,7 @@ class LogFollower(threading.Thread):
         self.rss_kb: list[int] = []
         self.log_bytes: list[int] = []
         self.turn_ends = 0
+        self.prunes = 0
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -79,7 +115,7 @@ class LogFollower(threading.Thread):
                 *lines, pending = (pending + data).split(b"\n")
                 for line in lines:
                     kind = json.loads(line).get("type")
-                    if kind == "compaction/end":
+                    if kind in ("compaction/end", "compaction/prune"):
                         try:
                             self.rss_kb.append(proc_status(self.pid)["VmRSS"])
                         except FileNotFoundError:
@@ -87,6 +123,8 @@ class LogFollower(threading.Thread):
                         self.log_bytes.append(offset)
                     elif kind == "turn/end":
                         self.turn_ends += 1
+                    if kind == "compaction/prune":
+                        self.prunes += 1
             time.sleep(0.01)  # how soon a line is noticed, not a measure of anything
 
 
@@ -108,9 +146,18 @@ def size_errors(log: Path, work: Path) -> dict[str, list[float]]:
             actual = event.record.usage.prompt_tokens
             errors[kind].append((guess - actual) / actual)
             guess = 0
-        elif isinstance(event.record, CompactionEnd):
+        elif isinstance(event.record, CompactionEnd | CompactionPrune):
             guess = 0
     return errors
+
+
+def compaction_tokens(log: Path) -> int:
+    """Tokens the summary requests spent, prompt and completion, as the log recorded them."""
+    return sum(
+        e.record.usage.prompt_tokens + e.record.usage.completion_tokens
+        for e in read_log(log).events
+        if isinstance(e.record, CompactionSummary)
+    )
 
 
 def _spread(values: list[float]) -> str:
@@ -122,15 +169,19 @@ def _spread(values: list[float]) -> str:
     return f"median {median:+.1%}, 90% within {low:+.1%} .. {high:+.1%} (n={len(values)})"
 
 
-def measure(steps: int, window: int) -> dict[str, Any]:
+def measure(steps: int, window: int, build: Path | None = None) -> dict[str, Any]:
+    """One session of ``steps`` answered requests; ``build``: the checkout whose dsh runs
+    (None: this one)."""
     turns = -(-steps // STEPS_PER_TURN)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-compaction-") as scratch:
         work, home = Path(scratch) / "work", Path(scratch) / "home"
         work.mkdir()
-        (work / "demo.txt").write_text(DEMO)
+        names = write_files(work)
         with StubServer(context_window=window, record=False) as stub:
             env = child_env(stub.url, home)
-            lines = "".join(f"turn {n} toolchain\n" for n in range(turns)).encode()
+            if build is not None:
+                env["PYTHONPATH"] = str(build)
+            lines = turn_lines(turns, names)
             started = time.perf_counter()
             proc = subprocess.Popen(
                 [*DSH, "--context-window", str(window), "--quiet"],
@@ -147,14 +198,16 @@ def measure(steps: int, window: int) -> dict[str, Any]:
             follower.done.set()
             follower.join()
             served = stub.served
-        errors = size_errors(next(home.rglob("session.jsonl")), work)
+        log = next(home.rglob("session.jsonl"))
+        errors = size_errors(log, work)
+        spent = compaction_tokens(log)
     answered = [s for s in served if not s.refused]
     steps_answered = [s for s in answered if not s.summary]
     too_long = [s for s in served if s.refused and "maximum context length" in s.refused]
     broken = [s for s in served if s.refused and s not in too_long]
     pairs = list(itertools.pairwise(answered))
     extends = [now.prompt.extends_previous for _, now in pairs]
-    expected = [now.prompt.extends_previous for before, now in pairs if not before.summary]
+    breaks = sum(1 for _, now in pairs if not now.prompt.extends_previous)
     rss = follower.rss_kb
     return {
         "exit_status": proc.returncode,
@@ -166,12 +219,18 @@ def measure(steps: int, window: int) -> dict[str, Any]:
         "summary_requests": sum(s.summary for s in answered),
         "refused_as_too_long": len(too_long),
         "refused_for_history_rules": len(broken),
-        "compactions": len(rss),
+        "compactions": len(rss) - follower.prunes,
+        "prunes": follower.prunes,
+        "compaction_tokens": spent,
         "prefix_share_all": sum(map(bool, extends)) / max(len(extends), 1),
-        "prefix_share_but_first_after_compaction": sum(map(bool, expected)) / max(len(expected), 1),
+        "prefix_breaks": breaks,
+        "prefix_breaks_allowed": len(rss),
         "max_prompt_tokens": max(s.prompt.tokens for s in answered),
         "cache_hit_share": sum(s.prompt.cache_hit for s in answered)
         / max(sum(s.prompt.tokens for s in answered), 1),
+        "step_prompt_tokens": sum(s.prompt.tokens for s in steps_answered),
+        "step_cache_hit_share": sum(s.prompt.cache_hit for s in steps_answered)
+        / max(sum(s.prompt.tokens for s in steps_answered), 1),
         "rss_kb_after_compactions": rss,
         "log_bytes_at_compactions": follower.log_bytes,
         "size_error_measured": _spread(errors["measured"]),
@@ -179,34 +238,43 @@ def measure(steps: int, window: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--window", type=int, default=20_000)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    figures = measure(args.steps, args.window)
-    if args.json:
-        print(json.dumps(figures))
-        return
+def baseline_checkout(ref: str, into: Path) -> Path:
+    """The packages of git ``ref``, unpacked under ``into`` by ``git archive`` (no worktree:
+    the repository's list of worktrees is left as it was), to be put first on ``PYTHONPATH``."""
+    root = Path(__file__).resolve().parents[1]
+    path = into / "baseline"
+    path.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", "--format=tar", ref, "dsh_core", "dsh_stdio"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
+    return path
+
+
+def report(name: str, figures: dict[str, Any]) -> None:
     rss = figures["rss_kb_after_compactions"]
     logs = figures["log_bytes_at_compactions"]
     print(
-        f"{figures['steps_answered']} steps in {figures['turns']} turns under a "
+        f"{name}: {figures['steps_answered']} steps in {figures['turns']} turns under a "
         f"{figures['window']:,}-token window, {figures['seconds']:.1f} s, exit status "
         f"{figures['exit_status']} {figures['stderr_tail']}"
     )
     print(
-        f"  requests: {figures['summary_requests']} summaries, "
+        f"  compaction: {figures['summary_requests']} summary requests spending "
+        f"{figures['compaction_tokens']:,} tokens, {figures['prunes']} prunes; "
         f"{figures['refused_as_too_long']} refused as too long (compacted, retried), "
         f"{figures['refused_for_history_rules']} refused for DeepSeek's history rules; "
         f"largest prompt {figures['max_prompt_tokens']:,} tokens"
     )
     print(
         f"  prefix: {figures['prefix_share_all']:.1%} of answered requests begin with the "
-        f"previous one's messages; {figures['prefix_share_but_first_after_compaction']:.1%} "
-        f"leaving out the first after each compaction (target 100%); cache hits "
-        f"{figures['cache_hit_share']:.1%} of prompt tokens"
+        f"previous one's messages; {figures['prefix_breaks']} breaks for "
+        f"{figures['prefix_breaks_allowed']} compactions and prunes (target: no more); cache "
+        f"hits {figures['cache_hit_share']:.1%} of prompt tokens "
+        f"({figures['step_cache_hit_share']:.1%} "
+        f"on the {figures['step_prompt_tokens']:,} prompt tokens of normal steps)"
     )
     print(
         f"  size, dsh's reckoning against the stub's count: after a measured request "
@@ -216,10 +284,39 @@ def main() -> None:
     if rss:
         growth = (rss[-1] - rss[0]) / 1024
         print(
-            f"  RSS after each of {len(rss)} compactions: first {rss[0] / 1024:.1f} MB, last "
-            f"{rss[-1] / 1024:.1f} MB, largest {max(rss) / 1024:.1f} MB (+{growth:.1f} MB; "
-            f"the session log grew from {logs[0] / 1e6:.1f} to {logs[-1] / 1e6:.1f} MB meanwhile)"
+            f"  RSS after each of {len(rss)} compactions and prunes: first {rss[0] / 1024:.1f} "
+            f"MB, last {rss[-1] / 1024:.1f} MB, largest {max(rss) / 1024:.1f} MB "
+            f"(+{growth:.1f} MB; the session log grew from {logs[0] / 1e6:.1f} to "
+            f"{logs[-1] / 1e6:.1f} MB meanwhile)"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--window", type=int, default=20_000)
+    parser.add_argument("--baseline", metavar="REF", help="also run the dsh of this git ref")
+    parser.add_argument("--runs", type=int, default=1, help="sessions per build, interleaved")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, Any]]] = {"this": [], args.baseline or "": []}
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-baseline-") as scratch:
+        build = baseline_checkout(args.baseline, Path(scratch)) if args.baseline else None
+        for _ in range(args.runs):
+            results["this"].append(measure(args.steps, args.window))
+            if build is not None:
+                results[args.baseline].append(measure(args.steps, args.window, build))
+    if args.json:
+        print(json.dumps({name: runs for name, runs in results.items() if runs}))
+        return
+    for name, runs in results.items():
+        for figures in runs:
+            report(name, figures)
+    if build is not None:
+        for key in ("summary_requests", "compaction_tokens", "step_prompt_tokens"):
+            this = sum(f[key] for f in results["this"])
+            old = sum(f[key] for f in results[args.baseline])
+            print(f"{key}: this build / {args.baseline} = {this / max(old, 1):.2f}")
 
 
 if __name__ == "__main__":

@@ -167,8 +167,12 @@ def retry_notice(notice: RetryNotice, *, same_as_before: bool = False) -> str:
     return line if same_as_before else f"{line}: {error_chain(notice.error)}"
 
 
-def compacted_line(before: int, after: int) -> str:
-    """``[context compacted: 812,004 -> 61,220 tokens]``."""
+def compacted_line(before: int, after: int, pruned: int = 0) -> str:
+    """``[context compacted: 812,004 -> 61,220 tokens]``; for a prune, ``[context pruned:
+    16,020 -> 7,400 tokens (12 old tool results, whole in files)]``."""
+    if pruned:
+        results = "1 old tool result" if pruned == 1 else f"{pruned:,} old tool results"
+        return f"[context pruned: {before:,} -> {after:,} tokens ({results}, whole in files)]"
     return f"[context compacted: {before:,} -> {after:,} tokens]"
 
 

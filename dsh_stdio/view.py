@@ -321,9 +321,9 @@ class TurnView:
                 self._end_reasoning_if_open()
                 self._end_line()
                 self.show_waiting(self.COMPACTING)
-            case Compacted(tokens_before=before, tokens_after=after):
+            case Compacted(tokens_before=before, tokens_after=after, pruned=pruned):
                 # Stdout on a terminal, a notice on a pipe: the answers there stay data.
-                self._remark(compacted_line(before, after), dim=False)
+                self._remark(compacted_line(before, after, pruned), dim=False)
                 self.show_waiting()
             case CheckpointNote(text=text):
                 self.notice(text)

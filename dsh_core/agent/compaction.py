@@ -22,10 +22,23 @@ carried; the exchanges after the kept mark, about 15% of the window, are sent ag
 were, after the summary. Nothing is left out: the kept part starts no later than where the
 summarised part ends.
 
+**Prune first** (:mod:`.pruning`, issue 29): every compaction first stubs the old tool results
+outside the recent budget (``compaction/prune``, one fsynced line, no model request). Under
+pressure that is often enough: a summary is asked for only when the pruned conversation is
+still above :data:`PRUNE_ENOUGH` of the window; ``/compact`` (with its focus) and an overflow
+refusal always go on to the summary.
+
+**What a summary may cost**: at most :data:`SUMMARY_SHARE` of the window and half of what it
+replaces (:func:`summary_budget`), told to the model; a longer one is cut there, and says so.
+A compaction whose summary could not make the conversation smaller is not done
+(:class:`NotCompacted` says why). The latest user request (when the summary replaces it), the
+todo list and the system prompt (with its AGENTS.md text) are sent verbatim, not summarised.
+
 **Durable, and all or nothing**: ``compaction/start``, ``compaction/summary`` and
 ``compaction/end`` are each fsynced; the history folds the summary in only at the end
 (:class:`~dsh_core.agent.history.History`), so a crash or a failure at any point leaves the
-conversation as it was. The design note is ``docs/notes/2026-12-01-long-sessions.md``.
+conversation as it was. The design notes are ``docs/notes/2026-12-01-long-sessions.md`` and,
+for pruning and what a summary may cost, ``docs/notes/2026-12-03-compaction-keeps-what-matters.md``.
 """
 
 from __future__ import annotations
@@ -42,16 +55,12 @@ from ..model.seam import (
     ChatModel,
     ChatRequest,
     Event,
-    KeepAlive,
     Message,
-    RetryNotice,
-    TextDelta,
     ToolSpec,
-    Usage,
     UserMessage,
 )
 from ..records import record
-from ..session import SessionLog
+from ..session import TOOL_OUTPUT_DIR, SessionLog
 from ..session.events import (
     CompactionEnd,
     CompactionStart,
@@ -68,21 +77,27 @@ from .history import (
     estimate_tokens,
     message_tokens,
 )
-from .step import MaskedStream, close_stream
+from .pruning import plan_prune, save_outputs
+from .summary import SUMMARY_REQUEST, cut_summary, stream_summary, summary_request
 
 __all__ = [
     "KEPT_SHARE",
     "PRESSURE",
+    "PRUNE_ENOUGH",
     "REPL_WINDOW_ADVICE",
     "SUMMARY_REQUEST",
+    "SUMMARY_SHARE",
     "Compacted",
     "Compacting",
+    "NotCompacted",
     "Plan",
     "WindowAdvice",
     "WindowKeeper",
     "conversation_size",
     "needs_compaction",
     "plan_compaction",
+    "summary_budget",
+    "summary_request",
     "tools_tokens",
 ]
 
@@ -92,6 +107,14 @@ KEPT_SHARE = 0.15
 """Share of the window the most recent exchanges keep, as they were, after a compaction."""
 SUMMARY_ROOM = 0.1
 """Share of the window left free for the summary itself when choosing what it summarises."""
+PRUNE_ENOUGH = 0.6
+"""Under pressure, a prune that leaves the conversation at or below this share of the window is
+enough: no summary is asked for. (Lower than :data:`PRESSURE`, so that the next prune or summary
+is some steps away: each one breaks the prompt cache once.)"""
+SUMMARY_SHARE = 0.1
+"""The most of the window a summary may take."""
+MIN_SUMMARY = 64
+"""Tokens a summary needs at least to say anything: with less room, compacting cannot shrink."""
 
 
 @record
@@ -117,19 +140,6 @@ REPL_WINDOW_ADVICE = WindowAdvice(
 )
 """At the REPL; a :class:`~dsh_core.agent.loop.Conversation`'s unless it is given another."""
 
-SUMMARY_REQUEST = """\
-[Compaction request] The conversation above is about to be replaced by your summary of it, to \
-free room in the context window; the most recent exchanges will be kept as they are. Write the \
-summary now, in plain text, for yourself to continue the work from; do not call tools. Be \
-specific (names, paths, commands, values) and brief. Use these headings:
-1. The user's requests: every request and instruction, in the user's words where they matter.
-2. Decisions: what was decided, and why.
-3. Files touched: each file read, created or changed, and what changed in it.
-4. Errors and fixes: what failed, and how it was fixed (or that it was not).
-5. Current work: exactly what was being done when this summary was asked for.
-6. Next step: what to do next to continue."""
-"""The last message of a summary request (a user message after the conversation it covers)."""
-
 
 @record
 class Compacting:
@@ -140,10 +150,20 @@ class Compacting:
 
 @record
 class Compacted:
-    """Live event: a compaction is in force (its ``compaction/end`` is on disk)."""
+    """Live event: a compaction is in force (its ``compaction/end`` is on disk), or a prune
+    (its ``compaction/prune`` is)."""
 
     tokens_before: int
     tokens_after: int
+    pruned: int = 0
+    """For a prune: the tool results it stubbed; 0 for a summary."""
+
+
+@record
+class NotCompacted:
+    """A compaction that was not done, and why, in words for the person (``/compact``)."""
+
+    reason: str
 
 
 @record
@@ -333,9 +353,9 @@ class WindowKeeper:
     async def before_step(
         self, turn: RunningTurn, step: int, cancellation: Cancellation, on_event: Observer
     ) -> None:
-        """Compact a conversation past 80% of the window. One that was not compacted and no
-        longer fits is not sent: a step after the first fails (the first was checked before
-        the turn)."""
+        """Compact a conversation past 80% of the window: prune, and summarise only when that
+        was not enough. One that was not compacted and no longer fits is not sent: a step after
+        the first fails (the first was checked before the turn)."""
         window, size = self.window, self.size
         if window is None or not needs_compaction(size, window, self._talk.max_tokens):
             return
@@ -343,11 +363,33 @@ class WindowKeeper:
             compacted = await self.compact(
                 turn.number, "pressure", cancellation, on_event, turn_start=turn.first
             )
-            if compacted is not None:
+            if isinstance(compacted, Compacted):
                 return  # what came since is estimated: the server decides
+            size = self.size
         # Nothing could be compacted: a conversation over the window is not sent.
         if step > 1 and (problem := self._problem(size, window)):
             raise HarnessError(problem, CONTEXT_WINDOW_EXCEEDED)
+
+    def prune(self, turn: int | None, on_event: Observer) -> Compacted | None:
+        """Stub the old tool results outside the recent budget (``compaction/prune``, fsynced,
+        after the whole outputs are saved); None when there is nothing worth it, or the
+        outputs cannot be saved (then nothing changed, and the summary has to do)."""
+        talk, history = self._talk, self._history
+        before = self.size
+        output_dir = talk.log.path.parent / TOOL_OUTPUT_DIR
+        basis = self.window or max(1, int(before / PRESSURE))
+        plan = plan_prune(history, basis=basis, output_dir=output_dir)
+        if plan is None:
+            return None
+        try:
+            save_outputs(plan, output_dir)
+        except OSError:
+            return None  # a stub must not name a file that is not there: no prune
+        talk.log.append(plan.record(turn, before), durable=True)
+        history.update(talk.log.events)
+        pruned = Compacted(before, self.size, len(plan.pruned))
+        on_event(pruned)
+        return pruned
 
     async def compact(
         self,
@@ -358,46 +400,88 @@ class WindowKeeper:
         refusal: HarnessError | None = None,
         *,
         turn_start: int | None = None,
-    ) -> Compacted | None:
-        """Compact now: write ``compaction/start``, ask for the summary, then write the summary
-        and ``compaction/end`` (each fsynced). None when nothing can be summarised (the server
-        then decides); after a ``refusal``, that raises the refusal again. A compaction that got
-        no summary raises ``CONTEXT_WINDOW_EXCEEDED`` with its failure as the cause;
-        ``CancelledError`` passes through: the loop owns it.
+        focus: str | None = None,
+    ) -> Compacted | NotCompacted:
+        """Compact now: prune, then (but under pressure when the prune was enough) write
+        ``compaction/start``, ask for the summary (on ``focus``, if given), then write the
+        summary and ``compaction/end`` (each fsynced). The last of them done, or
+        :class:`NotCompacted` when there was nothing to summarise or a summary could not shrink
+        the conversation (the server then decides); after a ``refusal``, with nothing
+        compacted, that raises the refusal again. A compaction that got no summary raises
+        ``CONTEXT_WINDOW_EXCEEDED`` with its failure as the cause; ``CancelledError`` passes
+        through: the loop owns it.
 
         Then the log lets go of the events the summary replaced (they stay on disk), but for
         those of the running turn, which starts at ``turn_start``: memory stays flat."""
         talk, history = self._talk, self._history
+        pruned = self.prune(turn, on_event)
+        if pruned is not None and trigger == "pressure":
+            window = self.window
+            assert window is not None  # pressure is measured against a window
+            if pruned.tokens_after <= PRUNE_ENOUGH * window and not needs_compaction(
+                self.size, window, talk.max_tokens
+            ):
+                return pruned
         size, tools = self.size, tools_tokens(talk.toolbox.specs)
+        # What the plan keeps is estimated: it is weighed against the estimate of what there
+        # is now, not against the server's count (like with like; the two differ by a third).
+        estimate = history.tokens + history.open_tokens + tools
         error = None if refusal is None else FailureRecord.from_exception(refusal)
         stated = stated_window(error.message) if error is not None else None
         window = _smallest(self.window, stated)  # what the refusal says counts already
         plan = plan_compaction(history, window=window, tools=tools, overflow=refusal is not None)
-        if plan is None:
-            if refusal is not None:
+        budget = None if plan is None else summary_budget(history, plan, estimate, window)
+        if plan is None or budget is None:
+            if refusal is not None and pruned is None:
                 raise refusal  # nothing to summarise: the server's refusal stands as it was
-            return None
+            if pruned is not None:
+                return pruned
+            if plan is None:
+                return NotCompacted("nothing to compact yet")
+            return NotCompacted(
+                f"not compacted: the conversation (about {size:,} tokens) is too short for a "
+                "summary to make it smaller"
+            )
         start = CompactionStart(turn, trigger, size, window, error)
         talk.log.append(start, durable=True)
         on_event(Compacting(trigger))
         messages = history.messages()
         for attempt in range(1, SUMMARY_ATTEMPTS + 1):
-            asked = (*messages[: plan.summarised.count], UserMessage(SUMMARY_REQUEST))
+            asked = (
+                *messages[: plan.summarised.count],
+                UserMessage(summary_request(budget, focus)),
+            )
             request = dataclasses.replace(talk.request(asked), tool_choice="none")
             try:
-                summary, usage = await _summary(talk.model, request, cancellation, on_event)
+                summary, usage = await stream_summary(talk.model, request, cancellation, on_event)
                 break
             except Exception as exc:
                 # Refused as too long (the estimate ran short): summarise half as much.
                 half = (plan.summarised.tokens + history.system_tokens) // 2
                 smaller = plan_compaction(history, window=window, tools=tools, below=half)
-                if not _too_long(exc) or smaller is None or attempt == SUMMARY_ATTEMPTS:
+                smaller_budget = (
+                    None if smaller is None else summary_budget(history, smaller, estimate, window)
+                )
+                if (
+                    not _too_long(exc)
+                    or smaller is None
+                    or smaller_budget is None
+                    or attempt == SUMMARY_ATTEMPTS
+                ):
                     raise HarnessError(_failed(start), CONTEXT_WINDOW_EXCEEDED) from exc
-                plan = smaller
+                plan, budget = smaller, smaller_budget
         if not summary.strip():
             empty = f"{_failed(start)}: the model's summary was empty"
             raise HarnessError(empty, CONTEXT_WINDOW_EXCEEDED)
-        after = plan.kept_tokens + message_tokens(checkpoint_message(summary))
+        summary = cut_summary(summary, budget)
+        estimated_after = plan.kept_tokens + message_tokens(_checkpoint(history, plan, summary))
+        # Shown and logged in the server's terms: the estimate scaled as the last measure was.
+        after = estimated_after * size // max(estimate, 1)
+        if estimated_after >= estimate:  # the budget cannot promise it: checked on the answer
+            return pruned or NotCompacted(
+                f"not compacted: the summary would not make the conversation smaller (about "
+                f"{size:,} -> {after:,} tokens)"
+            )
         record = CompactionSummary(turn, summary, plan.kept.seq - 1, size, after, usage)
         talk.log.append(record, durable=True)
         talk.log.append(CompactionEnd(turn), durable=True)
@@ -407,6 +491,25 @@ class WindowKeeper:
         compacted = Compacted(size, after)
         on_event(compacted)
         return compacted
+
+
+def _checkpoint(history: History, plan: Plan, summary: str) -> UserMessage:
+    """The checkpoint ``summary`` becomes under ``plan``, as the history will fold it."""
+    latest = history.latest_request
+    replaced = latest is not None and latest[0] <= plan.kept.seq - 1
+    request = latest[1] if replaced and latest is not None else None
+    return checkpoint_message(summary, request=request, todos=history.todos)
+
+
+def summary_budget(history: History, plan: Plan, estimate: int, window: int | None) -> int | None:
+    """The most tokens a summary under ``plan`` may take: :data:`SUMMARY_SHARE` of the window,
+    and half of what it replaces beyond what the checkpoint carries verbatim; None when that
+    leaves less than :data:`MIN_SUMMARY` (a summary could not make the conversation smaller).
+    ``estimate``: the conversation's estimated size now, as ``plan.kept_tokens`` is."""
+    fixed = message_tokens(_checkpoint(history, plan, ""))
+    room = (estimate - plan.kept_tokens - fixed) // 2
+    budget = min(int(SUMMARY_SHARE * (window or estimate / PRESSURE)), room)
+    return budget if budget >= MIN_SUMMARY else None
 
 
 def _smallest(*windows: int | None) -> int | None:
@@ -425,41 +528,3 @@ def _failed(start: CompactionStart) -> str:
         "manual": "/compact",
     }[start.trigger]
     return f"{why}, and it could not be compacted"
-
-
-async def _summary(
-    model: ChatModel,
-    request: ChatRequest,
-    cancellation: Cancellation,
-    on_event: Observer,
-) -> tuple[str, Usage]:
-    """The summary's text, masked, and its usage; retries and keep-alives are passed on."""
-    masked = MaskedStream()
-    text: list[str] = []
-    usage = Usage()
-
-    def take(event: Event) -> None:
-        nonlocal usage
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, Usage):
-            usage = event
-        elif isinstance(event, RetryNotice):
-            text.clear()  # the request starts over
-            on_event(event)
-        elif isinstance(event, KeepAlive):
-            on_event(event)
-        # Reasoning is the model's own; a tool call cannot be run for a summary.
-
-    with cancellation.phase():
-        stream = model.stream(request)
-        try:
-            async for received in stream:
-                for event in masked(received):
-                    take(event)
-                cancellation.check()
-        finally:
-            for event in masked.held():
-                take(event)
-            await close_stream(stream)
-    return "".join(text), usage

@@ -23,8 +23,11 @@ request. The rules (SPEC sections 6 and 8):
   note naming the files that went back (:func:`undo_note`), which the next message joins; a
   ``rewind`` withdraws its turn and every later one: the history is folded again from the
   start without them (the log keeps them). Turns a compaction summarised cannot be rewound.
+- Pruning (SPEC 11, issue 29): a ``compaction/prune`` sends each tool result it names as its
+  stub from then on (:attr:`History.results` lists the results sent whole and stubbed).
 - Compaction (SPEC 11): once ``compaction/end`` is folded, the model sees the system prompt,
-  the summary as a user-role checkpoint closed by an end line (:func:`checkpoint_message`), then the
+  the summary as a user-role checkpoint closed by an end line (:func:`checkpoint_message`; the
+  latest user request, when the summary replaced it, and the todo list go in it verbatim), then the
   messages of the events after ``replaces_through``, folded again by these same rules. A compaction
   without its end (cut short by a crash or a failure) changes nothing.
 
@@ -37,6 +40,7 @@ Folding is incremental: a turn costs the same at turn 1,000 as at turn 10.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +61,7 @@ from ..session.events import (
     ApprovalDecided,
     AssistantStep,
     CompactionEnd,
+    CompactionPrune,
     CompactionStart,
     CompactionSummary,
     JobEnded,
@@ -84,6 +89,7 @@ __all__ = [
     "History",
     "Mark",
     "Measure",
+    "Result",
     "SessionUsage",
     "checkpoint_message",
     "estimate_tokens",
@@ -118,88 +124,11 @@ def message_tokens(message: Message) -> int:
     return tokens
 
 
-CHECKPOINT_HEADING = (
-    "[Checkpoint: the conversation before this point was compacted into the summary below, to "
-    "free room in the context window. The messages after it are the most recent exchanges, "
-    "kept as they were. Continue the work from here.]"
-)
-
-
-CHECKPOINT_END = (
-    "[End of the checkpoint. The summary above was written by the assistant, not by the user; "
-    "what follows it is the conversation as it was.]"
-)
-"""The line that closes the summary: a kept turn's user message is joined to the checkpoint,
-and without it the summary's last words would read as the start of that message."""
-
-
-_END_OPENING = "[End of the checkpoint"
-
-
-def checkpoint_message(summary: str) -> UserMessage:
-    """The user-role message a compaction's summary is sent as: heading, summary, end line.
-
-    A summary that writes the end line itself has its bracket turned round (it cannot close
-    early and go on as the user). Written as a reader would take it is enough (issue 31, class
-    9): in upper case, with a no-break or zero-width space, in full-width brackets or letters,
-    across a line break; the summary is compared after NFKC, case folding and with invisible
-    characters removed (:func:`reading_form`).
-    """
-    # Removing the line would join the text around it into a new one; breaking its opening
-    # cannot: its "[" occurs once in it and the replacement adds none, so one pass suffices.
-    read, where = reading_form(summary)
-    opening = reading_form(_END_OPENING)[0]
-    turned = list(summary)
-    start = read.find(opening)
-    while start >= 0:
-        turned[where[start]] = "]"  # the character a reader takes for the "["
-        start = read.find(opening, start + 1)
-    return UserMessage(f"{CHECKPOINT_HEADING}\n\n{''.join(turned)}\n\n{CHECKPOINT_END}")
-
-
-def reading_form(text: str) -> tuple[str, list[int]]:
-    """``text`` as a reader takes it: each character in its NFKC form, case folded, invisible
-    ones (format characters, controls that are not spaces, variation selectors, fillers)
-    left out and every run of spaces one space; with, for each character of that form, the
-    index in ``text`` it came from."""
-    import unicodedata
-
-    read: list[str] = []
-    where: list[int] = []
-    spaced = False
-    for index, char in enumerate(text):
-        if _invisible(char):
-            continue
-        for part in unicodedata.normalize("NFKC", char).casefold():
-            if part.isspace():
-                if spaced:
-                    continue
-                part, spaced = " ", True
-            else:
-                spaced = False
-            read.append(part)
-            where.append(index)
-    return "".join(read), where
-
-
-def _invisible(char: str) -> bool:
-    import unicodedata
-
-    code = ord(char)
-    category = unicodedata.category(char)
-    return (
-        category == "Cf"  # zero-width spaces and joiners, bidi controls, the BOM, tags
-        or (category == "Cc" and not char.isspace())
-        or code in _FILLERS
-        or 0xFE00 <= code <= 0xFE0F  # variation selectors
-        or 0xE0100 <= code <= 0xE01EF
-    )
-
-
-_FILLERS = frozenset((0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFFA0))
-"""Default-ignorable characters that are not format characters: the combining grapheme
-joiner, Hangul fillers, Khmer inherent vowels, the Mongolian vowel separator."""
-
+# The checkpoint's words live in .checkpoint; re-exported here, where they were first.
+from .checkpoint import CHECKPOINT_END as CHECKPOINT_END  # noqa: E402
+from .checkpoint import CHECKPOINT_HEADING as CHECKPOINT_HEADING  # noqa: E402
+from .checkpoint import checkpoint_message as checkpoint_message  # noqa: E402
+from .checkpoint import reading_form as reading_form  # noqa: E402
 
 NOTE_PATHS = 50
 """Paths an undo note names; the rest are counted."""
@@ -239,6 +168,26 @@ class Mark:
     """Messages before the cut, the system prompt included."""
     tokens: int
     """Estimated tokens of those messages."""
+
+
+@record
+class Result:
+    """A tool result the conversation sends, for a prune to weigh."""
+
+    seq: int
+    """Its ``tool/result`` event."""
+    call_id: str
+    tool: str
+    """The name of the call it answers, as the model wrote it (``?`` when unknown)."""
+    chars: int
+    """Characters of its content as sent."""
+    tokens: int
+    """Its estimated tokens as sent now (its stub's, once pruned)."""
+    output_file: str | None
+    """Where its whole output already is (a cut command output), or None."""
+    content: str
+    """What the model was sent: what a prune saves to a file when ``output_file`` is None."""
+    pruned: bool = False
 
 
 @record
@@ -342,6 +291,14 @@ class History:
         """The model's checklist as its latest ``todo_write`` left it (empty before one)."""
         self._withdrawn: set[int] = set()
         """Turns a ``rewind`` withdrew: their events are not folded."""
+        self._results: list[Result] = []
+        """The tool results of the turns that count, since the last compaction, oldest first."""
+        self._open_results: list[Result] = []
+        """Those of the open turn."""
+        self._names: dict[str, str] = {}
+        """The tool each call of the open turn names, by call id."""
+        self.latest_request: tuple[int, str] | None = None
+        """The seq and text of the latest user message (kept verbatim by a compaction)."""
 
     def update(self, events: Sequence[SessionEvent]) -> None:
         """Fold in the events appended since the last call (the log is append-only)."""
@@ -385,6 +342,11 @@ class History:
         end = self._mark_here(self._read)
         return [*self._marks, end] if end is not None else list(self._marks)
 
+    @property
+    def results(self) -> list[Result]:
+        """The tool results the next request sends, whole or stubbed, oldest first."""
+        return [*self._results, *self._open_results]
+
     def stated_window(self, model: str) -> int | None:
         """The window a server stated for ``model`` in this session's refusals, if any."""
         return self._stated.get(model)
@@ -422,9 +384,12 @@ class History:
                 self._system = SystemMessage(text)
             case TurnStart(model=model):
                 self._open, self._open_tokens = [], 0
+                self._open_results, self._names = [], {}
                 self._model = model
             case UserText(text=text):
                 self._open, self._open_tokens = [], 0
+                self._open_results = []
+                self.latest_request = (seq, text)
                 if (mark := self._mark_here(seq)) is not None:
                     self._marks.append(mark)
                 self._open_with(UserMessage(text))
@@ -435,6 +400,7 @@ class History:
                 if record.text or record.tool_calls:
                     reasoning = record.reasoning if record.tool_calls else None
                     self._open_with(AssistantMessage(record.text, reasoning, record.tool_calls))
+                self._names.update((call.id, call.name) for call in record.tool_calls)
             case StepUsage(usage=usage):
                 if not again:
                     self.usage.add(usage)
@@ -442,13 +408,22 @@ class History:
                     self.measure = Measure(usage.prompt_tokens, *self._step)
                 self._step = None
             case ToolResult(call_id=call_id, content=content):
-                self._open_with(ToolMessage(call_id, content))
+                answer = ToolMessage(call_id, content)
+                self._open_with(answer)
+                name = self._names.get(call_id, "?")
+                tokens = message_tokens(answer)
+                output = record.output_file
+                self._open_results.append(
+                    Result(seq, call_id, name, len(content), tokens, output, content)
+                )
             case TurnEnd(kind=kind):
                 said = any(not isinstance(m, UserMessage) for m in self._open)
                 if said or kind in ("completed", "max-tokens", "max-steps"):
                     for message in self._open:
                         self._committed_tokens += _append(self._committed, message)
+                    self._results.extend(self._open_results)
                 self._open, self._open_tokens = [], 0
+                self._open_results, self._names = [], {}
                 self._learn(record.failure)
             case CompactionStart():
                 self._pending = (seq, None)
@@ -458,6 +433,8 @@ class History:
                     self.usage.add(record.usage)
                 if self._pending is not None:
                     self._pending = (self._pending[0], record)
+            case CompactionPrune():
+                self._prune({item.call_id: item.stub for item in record.results})
             case CompactionEnd():
                 if not again:
                     self.usage.compactions += 1  # update() applies it: that needs the events
@@ -478,6 +455,45 @@ class History:
                 pass  # from a newer dsh: what it means for the history is unknown here
             case _:
                 assert_never(record)
+
+    def _prune(self, stubs: dict[str, str]) -> None:
+        """Send the results named in ``stubs`` as their stubs; the marks after them shrink."""
+        saved: list[tuple[int, int]] = []  # (seq, tokens saved) of each result stubbed
+        for results, messages, is_open in (
+            (self._results, self._committed, False),
+            (self._open_results, self._open, True),
+        ):
+            for index, result in enumerate(results):
+                stub = stubs.get(result.call_id)
+                if stub is None or result.pruned:
+                    continue
+                where = next(
+                    (
+                        at
+                        for at, message in enumerate(messages)
+                        if isinstance(message, ToolMessage)
+                        and message.tool_call_id == result.call_id
+                    ),
+                    None,
+                )
+                if where is None:
+                    continue  # not sent any more (summarised): nothing to replace
+                messages[where] = ToolMessage(result.call_id, stub)
+                tokens = message_tokens(messages[where])
+                change = tokens - result.tokens
+                if is_open:
+                    self._open_tokens += change
+                else:
+                    self._committed_tokens += change
+                saved.append((result.seq, -change))
+                results[index] = dataclasses.replace(result, tokens=tokens, content="", pruned=True)
+        if saved:
+            self._marks = [
+                dataclasses.replace(
+                    mark, tokens=mark.tokens - sum(d for seq, d in saved if seq < mark.seq)
+                )
+                for mark in self._marks
+            ]
 
     def _rewound(self, events: Sequence[SessionEvent], end: int, to_turn: int) -> None:
         """Withdraw ``to_turn`` and the turns after it (up to event ``end``): fold the log
@@ -502,11 +518,18 @@ class History:
         start = pending[0]
         if not -1 <= summary.replaces_through < start:
             return  # it names events it cannot replace: keep the history whole
+        latest, todos = self.latest_request, self.todos
         self._committed, self._open = [], []
         self._committed_tokens = self._open_tokens = 0
+        self._results, self._open_results = [], []
         self._marks, self.measure, self._step = [], None, None
         self.compacted = True
-        self._committed_tokens += _append(self._committed, checkpoint_message(summary.summary))
+        # The latest request verbatim when the summary replaced it (else it is kept as it was).
+        request = (
+            latest[1] if latest is not None and latest[0] <= summary.replaces_through else None
+        )
+        checkpoint = checkpoint_message(summary.summary, request=request, todos=todos)
+        self._committed_tokens += _append(self._committed, checkpoint)
         for event in events[summary.replaces_through + 1 : start]:
             self._fold(event.record, event.seq, again=True)
         self._pending = None  # the kept events hold no compaction of their own

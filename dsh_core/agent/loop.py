@@ -72,6 +72,7 @@ from ..session.events import (
     UserText,
 )
 from ..tools.base import SandboxEscape, Toolbox
+from . import compaction
 from .approval import ApprovalPolicy
 from .calls import Nested as Nested
 from .calls import StepCalls, cancelled_failure
@@ -304,13 +305,16 @@ class Conversation:
         with self._running():
             return await self._run(self._start(), text, on_event or _ignore)
 
-    async def compact(self, *, on_event: Observer | None = None) -> Compacted | None:
-        """Compact the conversation now, between turns (``/compact``); None when it holds
-        nothing to summarise. Raises ``HarnessError`` (``CONTEXT_WINDOW_EXCEEDED``, or
+    async def compact(
+        self, *, on_event: Observer | None = None, focus: str | None = None
+    ) -> Compacted | compaction.NotCompacted:
+        """Compact now, between turns (``/compact [focus]``): prune, then a summary on ``focus``;
+        ``NotCompacted`` says why not. Raises ``HarnessError`` (``CONTEXT_WINDOW_EXCEEDED``, or
         ``ABORTED`` after :meth:`cancel`) and SessionLogError."""
         with self._running() as cancellation:
             try:
-                return await self.keeper.compact(None, "manual", cancellation, on_event or _ignore)
+                on = on_event or _ignore
+                return await self.keeper.compact(None, "manual", cancellation, on, focus=focus)
             except asyncio.CancelledError:
                 if cancellation.reason is None or cancellation.foreign():
                     raise

@@ -32,6 +32,8 @@ between turns (``turn`` is then null)::
     compaction/summary {turn, summary, replaces_through, tokens_before, tokens_after, <usage>}
     compaction/end     {turn}
 
+A prune (:mod:`dsh_core.session.pruned`) writes ``compaction/prune``, in force once written.
+
 The summary replaces what the model sees through event ``replaces_through`` (a ``seq``) only
 once ``compaction/end`` is written: a compaction cut short leaves the history as it was.
 
@@ -70,6 +72,7 @@ from .codec import (
     read_optional_str,
     read_str,
 )
+from .pruned import CompactionPrune, PrunedResult
 from .undo import CheckpointTaken, RedoDone, Rewound, TurnChanges, UndoDone
 
 __all__ = [
@@ -81,12 +84,14 @@ __all__ = [
     "ApprovalOutcome",
     "AssistantStep",
     "CompactionEnd",
+    "CompactionPrune",
     "CompactionStart",
     "CompactionSummary",
     "CompactionTrigger",
     "EndKind",
     "JobEnded",
     "JobStarted",
+    "PrunedResult",
     "Record",
     "RetryScheduled",
     "SessionEvent",
@@ -509,6 +514,7 @@ Record = (
     | CompactionStart
     | CompactionSummary
     | CompactionEnd
+    | CompactionPrune
     | TodoWrite
     | JobStarted
     | JobEnded
@@ -537,6 +543,7 @@ _KNOWN: dict[str, Any] = {
         CompactionStart,
         CompactionSummary,
         CompactionEnd,
+        CompactionPrune,
         TodoWrite,
         JobStarted,
         JobEnded,

@@ -85,6 +85,7 @@ TRIGGERS: dict[str, str] = {
     "tooltodo": "a todo_write call: the checklist, then an answer",
     "toolask": "an ask_user_question call with two options, then an answer quoting the reply",
     "tooljob": "a background bash job, then job_output waiting for its end, then an answer",
+    "toolfiles": "one read call a step for each file named after the word, then an answer",
 }
 """Words that, in the last user message, pick a behaviour when no scripted one is queued.
 
@@ -200,6 +201,22 @@ class TriggerPicker:
         self._lock = threading.Lock()
         self._rate_limited: set[str] = set()
         self._seen: deque[str] = deque(maxlen=1000)
+        self._files: tuple[str, list[str], int] | None = None
+        """The ``toolfiles`` line being worked through: its key, its files, the next one."""
+
+    def _next_file(self, key: str, names: list[str]) -> Behaviour:
+        """``toolfiles``: the next read of its line, or the answer once all were read.
+
+        Counted here, not from the messages: a compaction in the middle of the turn replaces
+        the earlier calls (or sends the request again verbatim), and a model that read them
+        goes on where it was, as this does."""
+        names = names or ["demo.txt"]
+        with self._lock:
+            at = self._files[2] if self._files is not None and self._files[0] == key else 0
+            self._files = (key, names, at + 1) if at < len(names) else None
+        if at < len(names):
+            return ToolCalls(((("read", json.dumps({"file_path": names[at]}))),))
+        return Answer(f"Read {len(names)} files.")
 
     def pick(self, payload: Any, body: bytes) -> Behaviour:
         """The behaviour the last user message asks for by a trigger word, else an echo."""
@@ -210,6 +227,14 @@ class TriggerPicker:
         word = match.group(1).lower() if match else ""
         if word in _TOOL_SCRIPTS:
             return _tool_step(_TOOL_SCRIPTS[word], messages_of(payload))
+        messages = messages_of(payload)
+        if word == "toolfiles" and match is not None:
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            line = text[start : end if end >= 0 else len(text)]  # "turn 5 toolfiles a b c"
+            return self._next_file(line, line[match.end() - start :].split()[:8])
+        if self._files is not None and messages and _after_compaction_or_call(messages[-1]):
+            return self._next_file(*self._files[:2])
         if word == "think":
             return Answer(
                 "The answer, after some thought: 42.",
@@ -249,7 +274,6 @@ class TriggerPicker:
             return InBandError("Content Exists Risk", after_text=None, code="content_filter")
         if word == "long":
             return self._long
-        messages = messages_of(payload)
         if messages and messages[-1].get("role") == "tool":
             return Answer(tool_results_summary(messages))
         return Answer(f"You said: {text}")
@@ -283,10 +307,19 @@ def _tool_step(script: _ToolScript, messages: list[dict[str, Any]]) -> Behaviour
     return Answer(tool_results_summary(messages), reasoning=reasoning)
 
 
+def _after_compaction_or_call(message: dict[str, Any]) -> bool:
+    """Whether the request ends with a tool result or a compaction's checkpoint: a turn going
+    on, not a new one."""
+    if message.get("role") == "tool":
+        return True
+    return content_text(message.get("content")).startswith("[Checkpoint:")
+
+
 def is_summary_request(payload: Any) -> bool:
-    """Whether the request asks for a compaction's summary: its last message is dsh's request."""
+    """Whether the request asks for a compaction's summary: its last message holds dsh's
+    request (followed by its budget and focus, since issue 29)."""
     messages = messages_of(payload)
-    return bool(messages) and content_text(messages[-1].get("content")).endswith(SUMMARY_REQUEST)
+    return bool(messages) and SUMMARY_REQUEST in content_text(messages[-1].get("content"))
 
 
 def stub_summary(messages: list[dict[str, Any]]) -> str:

@@ -84,7 +84,9 @@ class ReadTool:
         if offset > 1:
             summary += f" from line {offset}"
         access = Access("read", target.outside, protected=target.guarded(writing=False))
-        if self.workspace.in_skill(target.real):  # a file of a loaded skill: no question
+        # A file of a loaded skill, or a whole output dsh saved and named in this session (a
+        # stub or a cut result points the model at it): no question, also on a pipe.
+        if self.workspace.in_skill(target.real) or self.workspace.names_output(target.real):
             access = Access("read")
         # In a thread of its own: an offset deep into a huge file means reading up to it, and
         # Ctrl-C must not wait for that (nothing is left half done: it only reads).

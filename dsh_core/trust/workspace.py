@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +154,27 @@ class Workspace:
         scan = RepositoryScan(self.root, skip=installation)
         home = Path(os.path.realpath(self.home))
         return Protection(self.root, installation, scan=scan, home=home, started=self.started)
+
+    def names_output(self, real: str) -> bool:
+        """Whether the resolved path ``real`` is a file dsh named in this session: one of its
+        saved whole outputs, which ``read`` opens without a question (issue 29).
+
+        That is a regular file directly in this session's own :attr:`output_dir`, with one
+        link, owned by this user. Only dsh writes there (the directory is in ``DSH_HOME``, which
+        the model cannot write: SPEC 10.14), and each file in it is named in a result or a
+        stub. A symlink planted there was resolved away already (``real`` is where it leads);
+        a hard link to another file has a second link; a subdirectory, another session's
+        outputs and the log beside them are not in it; names starting with ``.`` are
+        dsh's temporary files."""
+        if os.path.dirname(real) != self.own_output or os.path.basename(real).startswith("."):
+            return False
+        try:
+            status = os.lstat(real)
+        except OSError:
+            return False
+        return (
+            stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_uid == os.geteuid()
+        )
 
     @functools.cached_property
     def own_output(self) -> str:

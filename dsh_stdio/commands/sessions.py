@@ -47,6 +47,7 @@ from dsh_core.session import (
 from dsh_core.session.events import (
     AssistantStep,
     CompactionEnd,
+    CompactionPrune,
     CompactionSummary,
     Todo,
     ToolResult,
@@ -425,6 +426,9 @@ async def replay_events(
             current().on_event(ToolFinished(call, record))
         elif isinstance(record, CompactionSummary):
             summary = record
+        elif isinstance(record, CompactionPrune):
+            pruned = len(record.results)
+            current().on_event(Compacted(record.tokens_before, record.tokens_after, pruned))
         elif isinstance(record, CompactionEnd) and summary is not None:
             current().on_event(Compacted(summary.tokens_before, summary.tokens_after))
             summary = None

@@ -19,6 +19,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
 
+from dsh_core.agent.compaction import NotCompacted
 from dsh_core.chain import error_chain
 from dsh_core.errors import SANDBOX_ESCAPE, HarnessError
 from dsh_core.session.events import TurnStart
@@ -44,7 +45,7 @@ COMMANDS = {
     "/new": "start a fresh session",
     "/model NAME": "use another model for the next turns",
     "/think on|off": "thinking mode for the next turns (alone: how it is now)",
-    "/compact": "summarise the conversation now, to free room in the context window",
+    "/compact [FOCUS]": "prune and summarise the conversation now, keeping FOCUS in detail",
     "/usage": "this session's tokens (cache hit / miss), requests, cost, and the context now",
     "/session": "this session: id, log, model, base URL, directory, sandbox, undo, grants",
     "/resume ID": "switch to another session of this directory (Tab lists their ids)",
@@ -152,7 +153,7 @@ class _Commands:
                     now = _thinking_text(conversation.thinking)
                     self._say(f"thinking: {now} (usage: /think on, or /think off)")
             case "/compact":
-                await self._compact()
+                await self._compact(argument or None)
             case "/usage":
                 self._say(_usage_text(self._runtime))
             case "/session":
@@ -224,15 +225,17 @@ class _Commands:
         await _show_resumed(self._runtime, self._out)
         self._out.flush()
 
-    async def _compact(self) -> None:
-        """``/compact``: its line (or why not) shows as a turn's would; Ctrl-C cancels it."""
+    async def _compact(self, focus: str | None) -> None:
+        """``/compact [focus]``: its lines (or why not) show as a turn's would; Ctrl-C cancels
+        it."""
         runtime = self._runtime
         view = runtime.current_view = runtime.view(self._out, terminal=True)
         view.show_waiting(view.COMPACTING)
         failure: str | None = None
         try:
-            if await runtime.conversation.compact(on_event=view.on_event) is None:
-                failure = "nothing to compact yet"
+            done = await runtime.conversation.compact(on_event=view.on_event, focus=focus)
+            if isinstance(done, NotCompacted):
+                failure = done.reason
         except HarnessError as exc:
             failure = f"not compacted: {error_chain(exc)}"
         finally:

@@ -416,6 +416,7 @@ TOOL_TRIGGERS = {
     "tooltodo",
     "toolask",
     "tooljob",
+    "toolfiles",
 }
 
 

@@ -34,7 +34,21 @@ def result(call_id: str, content: Any = "ok") -> dict[str, Any]:
 
 
 def test_every_tool_word_is_a_listed_trigger() -> None:
-    assert set(_TOOL_SCRIPTS) == {word for word in TRIGGERS if word.startswith("tool")}
+    listed = {word for word in TRIGGERS if word.startswith("tool")}
+    assert set(_TOOL_SCRIPTS) | {"toolfiles"} == listed  # toolfiles takes its files from the line
+
+
+def test_toolfiles_reads_each_file_of_its_line_then_answers(picker: TriggerPicker) -> None:
+    line = "turn 3 toolfiles a.txt b.txt"
+    first = picker.pick(request(text=line), b"1")
+    assert first == ToolCalls((("read", '{"file_path": "a.txt"}'),))
+    second = picker.pick(request(calling("read"), result("call_1_0"), text=line), b"2")
+    assert second == ToolCalls((("read", '{"file_path": "b.txt"}'),))
+    # After a compaction the request ends with the checkpoint: the turn goes on where it was.
+    checkpoint = {"role": "user", "content": "[Checkpoint: ...]"}
+    third = picker.pick({"messages": [checkpoint]}, b"3")
+    assert third == Answer("Read 2 files.")
+    assert picker.pick(request(text="hello"), b"4") == Answer("You said: hello")
 
 
 def test_a_longer_word_is_not_read_as_a_shorter_one(picker: TriggerPicker) -> None:
