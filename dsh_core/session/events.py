@@ -72,6 +72,7 @@ from .codec import (
     read_optional_str,
     read_str,
 )
+from .jobs import JobEnded, JobStarted
 from .pruned import CompactionPrune, PrunedResult
 from .undo import CheckpointTaken, RedoDone, Rewound, TurnChanges, UndoDone
 
@@ -415,34 +416,6 @@ class TodoWrite:
                 raise ValueError(f"unknown status {status!r}")
             todos.append(Todo(read_str(item, "content"), status))
         return cls(read_int(data, "turn"), tuple(todos))
-
-
-@record
-class JobStarted(Codec):
-    """A background command started (``bash`` with ``run_in_background``)."""
-
-    TYPE: ClassVar[str] = "job/start"
-    turn: int
-    job_id: str
-    """``bash-1``: what the model names it by, unique in the session."""
-    command: str
-    output_file: str
-    """Where all of its output goes (0600, beside the session log)."""
-
-
-@record
-class JobEnded(Codec):
-    """A background job ended, and the model is told so in its next request (fsynced)."""
-
-    TYPE: ClassVar[str] = "job/end"
-    turn: int
-    job_id: str
-    status: str
-    """``exited``, ``killed`` (job_kill, or the session ended), ``timed-out``, or ``lost``
-    (the dsh that ran it exited before it ended)."""
-    notice: str
-    """What the model reads, as a user message: the job, how it ended, where its output is."""
-    exit_code: int | None = None
 
 
 @record

@@ -61,6 +61,8 @@ class Replaced:
         """A compaction begun (the seq of its start) and its summary, until its end."""
         self._let_go = 0
         """Events before this index were looked at already."""
+        self._request = -1
+        """The index of the latest user request a compaction replaced, kept (-1: none)."""
         self.reached_back = False
         """A compaction in force keeps events an earlier one let go of."""
 
@@ -87,7 +89,21 @@ class Replaced:
             if self.turn_start is not None:
                 through = min(through, self.turn_start - 1)
             events = self.events
+            # The latest user request stays: a checkpoint carries it verbatim (SPEC 11), so the
+            # history folded from this load needs its text, though the summary replaced it.
+            latest = _latest_request(events, self._let_go, through)
+            if latest >= 0 and self._request >= 0:
+                events[self._request] = FORGOTTEN  # an older request kept until now
+            self._request = max(self._request, latest)
             for index in range(self._let_go, through + 1):
-                if events[index].record.__class__ in REPLACED_CONTENT:
+                if index != latest and events[index].record.__class__ in REPLACED_CONTENT:
                     events[index] = FORGOTTEN
             self._let_go = max(self._let_go, through + 1)
+
+
+def _latest_request(events: list[SessionEvent], start: int, through: int) -> int:
+    """The index of the last ``user/message`` in ``start..through`` (-1: none)."""
+    for index in range(through, start - 1, -1):
+        if events[index].record.__class__ is UserText:
+            return index
+    return -1

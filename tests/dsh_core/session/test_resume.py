@@ -62,10 +62,11 @@ def folded(events: Sequence[SessionEvent]) -> dict[str, Any]:
     }
 
 
-def let_go_through(events: Sequence[SessionEvent]) -> int:
+def let_go_through(events: Sequence[SessionEvent]) -> tuple[int, int]:
     """The last seq a load may let go of: what the compactions in force replaced, but not the
-    turn one ran in (-1: none, also when one keeps what an earlier one replaced)."""
-    through, start, summary, turn_start = -1, None, None, None
+    turn one ran in (-1: none, also when one keeps what an earlier one replaced); and the seq
+    of the latest user request among those, which a checkpoint carries verbatim (-1: none)."""
+    through, start, summary, turn_start, request = -1, None, None, None, -1
     for event in events:
         record = event.record
         if isinstance(record, TurnStart):
@@ -80,10 +81,12 @@ def let_go_through(events: Sequence[SessionEvent]) -> int:
             if start is not None and summary is not None and summary.replaces_through < start:
                 bound = summary.replaces_through
                 if bound < through:
-                    return -1
+                    return -1, -1
                 through = max(through, bound if turn_start is None else min(bound, turn_start - 1))
+                requests = [e.seq for e in events[: through + 1] if isinstance(e.record, UserText)]
+                request = requests[-1] if requests else -1
             start = summary = None
-    return through
+    return through, request
 
 
 def check_loaded(store: SessionStore, session_id: str) -> list[SessionEvent]:
@@ -92,10 +95,10 @@ def check_loaded(store: SessionStore, session_id: str) -> list[SessionEvent]:
         events = list(loaded.events)
         path = loaded.path
     on_disk = list(read_log(path).events)
-    through = let_go_through(on_disk)
+    through, request = let_go_through(on_disk)
     assert len(events) == len(on_disk)
     for index, (kept, whole) in enumerate(zip(events, on_disk, strict=True)):
-        if index <= through and type(whole.record) in REPLACED_CONTENT:
+        if index <= through and index != request and type(whole.record) in REPLACED_CONTENT:
             assert kept is FORGOTTEN, (index, whole)
         else:
             assert kept == whole, index
@@ -107,12 +110,14 @@ def test_a_resumed_session_holds_none_of_what_its_compactions_replaced(
     server: StubServer, store: SessionStore, log: SessionLog
 ) -> None:
     conversation = talk(server, log, context_window=5_000)
-    turns(conversation, *[f"turn {n} toolchain" for n in range(6)])
+    turns(conversation, *[f"turn {n} toolchain" for n in range(12)])
     run_compactions = sum(isinstance(e.record, CompactionEnd) for e in read_log(log.path).events)
     assert run_compactions >= 2
     log.close()
     events = check_loaded(store, log.id)
-    assert sum(event is FORGOTTEN for event in events) > len(events) // 3
+    # Since wave 4 a prune comes first, so summaries replace fewer and later events: a quarter
+    # of this log is what two of them replaced (check_loaded has checked exactly which).
+    assert sum(event is FORGOTTEN for event in events) > len(events) // 4
     # The first turn's words are gone from memory; its usage still counts.
     assert not any(isinstance(e.record, UserText) and "turn 0 " in e.record.text for e in events)
 
