@@ -146,3 +146,34 @@ def test_each_piece_of_a_large_file_is_tested_for_the_literals(tools: Tools) -> 
     assert tools.run("grep", pattern="[Nn]EEDLE_4007") == (
         f"big.txt:4:first NEEDLE_4007\nbig.txt:{len(lines) - 1}:last nEEDLE_4007"
     )
+
+
+def test_one_buffer_reused_from_file_to_file_finds_what_fresh_reads_find(tmp_path: Path) -> None:
+    """The walk reads small files into one buffer: what an earlier, longer file left in it (a
+    NUL, the literal) changes nothing, and a file as large as the buffer is read as before."""
+    texts = [
+        b"x NEEDLE_4007\n" * 3 + b"\0" + b"y" * 30,  # binary: a NUL left in the buffer
+        b"a nEEDLE_4007 short\n",
+        b"z" * 40 + b" NEEDLE_4007\n",  # leaves the literal beyond the next file's end
+        b"no literal here\n",
+        b"",
+        b"NEEDLE_4007 " * 5 + b"\n",  # exactly the buffer's size: not through it
+        b"last NEEDLE_4007",
+    ]
+    buffer = bytearray(len(texts[5]))
+    regex = linear_regex("[Nn]EEDLE_4007", "pattern", multiline=True)
+    needles = required_literals("[Nn]EEDLE_4007")
+    with_buffer, without = (
+        Walk(threading.Event(), (str(tmp_path),)),
+        Walk(threading.Event(), (str(tmp_path),)),
+    )
+    found: list[str] = []
+    expected: list[str] = []
+    for number, text in enumerate(texts):
+        path = tmp_path / f"file{number}.txt"
+        path.write_bytes(text)
+        search._search(str(path), regex, needles, path.name, found, with_buffer, None, buffer)
+        search._search(str(path), regex, needles, path.name, expected, without)
+    assert found == expected
+    assert len(found) == 4
+    assert with_buffer.binary == without.binary == 1
