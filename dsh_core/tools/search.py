@@ -30,7 +30,7 @@ from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
 from .linear import LinearRegex, check_length, linear_regex
-from .literals import required_literals
+from .literals import rarest_byte, required_literals
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
@@ -358,10 +358,17 @@ def _holds_any(data: bytes, needles: tuple[bytes, ...]) -> bool:
 
 
 def _buffer_holds_any(buffer: bytearray, end: int, needles: tuple[bytes, ...]) -> bool:
-    """Whether ``buffer[:end]`` holds one of ``needles`` (not copied)."""
-    if len(needles) == 1:  # the most common: no generator
-        return buffer.find(needles[0], 0, end) >= 0
-    return any(buffer.find(needle, 0, end) >= 0 for needle in needles)
+    """Whether ``buffer[:end]`` holds one of ``needles`` (not copied).
+
+    Each needle's rarest byte is looked for first (:func:`~.literals.rarest_byte`): most files
+    do not hold it, and where one does, the needle is looked for from there on.
+    """
+    for needle in needles:
+        at = rarest_byte(needle)
+        first = buffer.find(needle[at], at, end)
+        if first >= 0 and buffer.find(needle, first - at, end) >= 0:
+            return True
+    return False
 
 
 def _cut_line(data: bytes, line_start: int, line_end: int, match_start: int) -> str:

@@ -177,3 +177,22 @@ def test_one_buffer_reused_from_file_to_file_finds_what_fresh_reads_find(tmp_pat
     assert found == expected
     assert len(found) == 4
     assert with_buffer.binary == without.binary == 1
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.binary(max_size=60),
+    st.binary(max_size=20),
+    st.lists(st.binary(min_size=1, max_size=6), min_size=1, max_size=3),
+)
+def test_the_rarest_byte_first_finds_what_a_plain_search_finds(
+    text: bytes, stale: bytes, needles: list[bytes]
+) -> None:
+    """The buffer test looks for each needle's rarest byte first, and never past the file's end
+    (``stale``: what an earlier file left in the buffer after it)."""
+    alphabet = b"ab_E7\0"
+    text = bytes(alphabet[b % len(alphabet)] for b in text)  # few bytes: many near misses
+    needles = [bytes(alphabet[b % len(alphabet)] for b in n) for n in needles]
+    buffer = bytearray(text + stale)
+    expected = any(needle in text for needle in needles)
+    assert search._buffer_holds_any(buffer, len(text), tuple(needles)) == expected
