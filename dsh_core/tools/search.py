@@ -42,6 +42,8 @@ __all__ = ["GlobTool", "GrepTool"]
 _CHUNK = 8 * 1024 * 1024
 """Files are searched in pieces of about this size (cut at line ends): bounded memory."""
 
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
 _BUFFER = 1024 * 1024
 """A file smaller than this is read first into one buffer, reused: see :func:`_search`."""
 
@@ -244,7 +246,7 @@ def _search(
     smaller than it is read first, reused from file to file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=dir_fd)
+        fd = os.open(path, _OPEN, dir_fd=dir_fd)
     except OSError:
         walk.unreadable.append(shown)
         return False
