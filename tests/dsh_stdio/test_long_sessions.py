@@ -358,3 +358,33 @@ def test_compact_usage_and_think_at_the_terminal_and_in_show(
     assert (
         f"[context compacted: {before:,} -> {after:,} tokens]\n> third question\n" in shown.stdout
     )
+
+
+def test_compact_with_a_focus_at_the_terminal_and_not_on_a_short_conversation(
+    term: Terminal, stub: StubServer
+) -> None:
+    """``/compact FOCUS`` (issue 29) on a real terminal: the summary request carries the focus
+    in the user's words; on two short questions, nothing is asked and the REPL says why."""
+    term.send_turn("first question")
+    term.send_turn("second question")
+    term.send_turn("/compact")
+    term.child.expect_exact("dsh: not compacted: the conversation (about ")
+    term.child.expect_exact(" tokens) is too short for a summary to make it smaller\r\n")
+    assert len(stub.served) == 2 and not any(s.summary for s in stub.served)
+    term.send_turn("third question " + "words " * 150)
+    term.send_turn("fourth question " + "words " * 150)
+    term.send_turn("/compact the parser's errors and   the fix")
+    term.child.expect(r"\[context compacted: ([\d,]+) -> ([\d,]+) tokens\]\r\n")
+    before, after = (int(group.replace(",", "")) for group in term.child.match.groups())
+    assert after < before
+    summaries = [
+        body for body, served in zip(stub.requests, stub.served, strict=True) if served.summary
+    ]
+    assert len(summaries) == 1
+    asked = summaries[0]["messages"][-1]["content"]
+    assert asked.endswith("The focus, in the user's words:\nthe parser's errors and   the fix")
+    term.send_turn("fifth question")
+    term.child.expect_exact("You said: fifth question\r\n")
+    assert term.leave() == 0
+    assert stub.requests[-1]["messages"][1]["content"].startswith(CHECKPOINT_HEADING)
+    assert term.events("compaction/start")[0]["trigger"] == "manual"
