@@ -27,6 +27,7 @@ The tests compare grep's results with and without the prefilter on generated pat
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["required_literals"]
+__all__ = ["rarest_byte", "required_literals"]
 
 _MAX_SET = 16
 """The most strings an exact set or a set of alternatives may hold: beyond it, unknown."""
@@ -198,3 +199,20 @@ def _better(a: frozenset[str] | None, b: frozenset[str] | None) -> frozenset[str
 def _score(found: frozenset[str]) -> tuple[bool, int, int]:
     shortest = min(map(len, found), default=0)
     return (_usable(found) is not None, -len(found), shortest)
+
+
+_COMMON = (
+    b" etaoinsrlhdcu\nmpfgybw.,_v()k=\"'-:/0x1T2#SAIEC>R<;N3D[]PLOMF4j5q{}9z6*8\t7+HUBWGVXK$@!%&|"
+    b"\\^`~YJZQ?"
+)
+"""Bytes in the order of how common they are in source code and text, the most common first
+(a rough order; any byte not here is rarer)."""
+
+
+@functools.lru_cache(maxsize=256)
+def rarest_byte(literal: bytes) -> int:
+    """Where in ``literal`` (not empty) the byte least likely in a file is: ``bytes.find`` of
+    one byte runs at memory speed (``memchr``), a longer string several times slower, so a file
+    without that byte is passed over at once, and one with it is searched from there."""
+    ranks = [_COMMON.find(byte) % (len(_COMMON) + 1) for byte in literal]  # absent: -1, rarest
+    return max(range(len(literal)), key=ranks.__getitem__)

@@ -30,7 +30,7 @@ from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
 from .linear import LinearRegex, check_length, linear_regex
-from .literals import required_literals
+from .literals import rarest_byte, required_literals
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
@@ -41,6 +41,11 @@ __all__ = ["GlobTool", "GrepTool"]
 
 _CHUNK = 8 * 1024 * 1024
 """Files are searched in pieces of about this size (cut at line ends): bounded memory."""
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+_BUFFER = 1024 * 1024
+"""A file smaller than this is read first into one buffer, reused: see :func:`_search`."""
 
 
 class GlobTool:
@@ -175,6 +180,7 @@ class GrepTool:
             else:
                 rules = rules_above(target.real, str(self.workspace.root))
                 choose = None if name_filter is None else wanted
+                buffer = bytearray(_BUFFER)
                 for relative, entry in walk.files(target.real, rules, want=choose):
                     if stop.is_set():  # cancelled: the answer is no longer awaited
                         break
@@ -185,7 +191,8 @@ class GrepTool:
                         if not _leads_to_a_file(entry):  # a directory, a FIFO: nothing to read
                             continue
                     name, held = walk.reach(entry)  # in the directory listed, not a swap
-                    if _search(name, regex, needles, prefix + relative, found, walk, held):
+                    shown = prefix + relative
+                    if _search(name, regex, needles, shown, found, walk, held, buffer):
                         break
             return _grep_result(found, pattern, target, walk)
 
@@ -229,15 +236,17 @@ def _search(
     found: list[str],
     walk: Walk,
     dir_fd: int | None = None,
+    buffer: bytearray | None = None,
 ) -> bool:
     """Add ``path``'s matching lines to ``found``; True once it holds one more than the cap, or
     when the walk was told to stop.
 
     ``needles``: a match holds one of them (() when unknown): a piece that holds none is not
-    searched. ``dir_fd``: the directory the walk holds ``path`` in.
+    searched. ``dir_fd``: the directory the walk holds ``path`` in. ``buffer``: where a file
+    smaller than it is read first, reused from file to file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=dir_fd)
+        fd = os.open(path, _OPEN, dir_fd=dir_fd)
     except OSError:
         walk.unreadable.append(shown)
         return False
@@ -250,9 +259,23 @@ def _search(
             size = os.lseek(fd, 0, os.SEEK_END)
         except OSError:  # a /proc file without an end: read what it gives
             size = 0
-        # Not _CHUNK for a small file: that allocates (and frees) 8 MiB each time. A /proc
-        # file says it is empty, and is not: SNIFF_BYTES of it, for the NUL test.
-        data = os.pread(fd, min(_CHUNK, size + 1 if size else SNIFF_BYTES), 0)
+        data: bytes | None = None
+        if buffer is not None and 0 < size < len(buffer):
+            # Into the walk's buffer: a file that is binary or holds none of the literals (most
+            # of them) never becomes a bytes object.
+            got = os.preadv(fd, (buffer,), 0)
+            if got == size:  # else it changed since: read as below
+                if buffer.find(b"\0", 0, min(got, SNIFF_BYTES)) >= 0:
+                    walk.binary += 1
+                    return False
+                if needles and not _buffer_holds_any(buffer, got, needles):
+                    return False
+                with memoryview(buffer) as view:
+                    data = view[:got].tobytes()
+        if data is None:
+            # Not _CHUNK for a small file: that allocates (and frees) 8 MiB each time. A /proc
+            # file says it is empty, and is not: SNIFF_BYTES of it, for the NUL test.
+            data = os.pread(fd, min(_CHUNK, size + 1 if size else SNIFF_BYTES), 0)
         if data.find(b"\0", 0, SNIFF_BYTES) >= 0:
             walk.binary += 1
             return False
@@ -334,6 +357,20 @@ _NEWLINE = ord("\n")
 
 def _holds_any(data: bytes, needles: tuple[bytes, ...]) -> bool:
     return any(needle in data for needle in needles)
+
+
+def _buffer_holds_any(buffer: bytearray, end: int, needles: tuple[bytes, ...]) -> bool:
+    """Whether ``buffer[:end]`` holds one of ``needles`` (not copied).
+
+    Each needle's rarest byte is looked for first (:func:`~.literals.rarest_byte`): most files
+    do not hold it, and where one does, the needle is looked for from there on.
+    """
+    for needle in needles:
+        at = rarest_byte(needle)
+        first = buffer.find(needle[at], at, end)
+        if first >= 0 and buffer.find(needle, first - at, end) >= 0:
+            return True
+    return False
 
 
 def _cut_line(data: bytes, line_start: int, line_end: int, match_start: int) -> str:

@@ -146,3 +146,53 @@ def test_each_piece_of_a_large_file_is_tested_for_the_literals(tools: Tools) -> 
     assert tools.run("grep", pattern="[Nn]EEDLE_4007") == (
         f"big.txt:4:first NEEDLE_4007\nbig.txt:{len(lines) - 1}:last nEEDLE_4007"
     )
+
+
+def test_one_buffer_reused_from_file_to_file_finds_what_fresh_reads_find(tmp_path: Path) -> None:
+    """The walk reads small files into one buffer: what an earlier, longer file left in it (a
+    NUL, the literal) changes nothing, and a file as large as the buffer is read as before."""
+    texts = [
+        b"x NEEDLE_4007\n" * 3 + b"\0" + b"y" * 30,  # binary: a NUL left in the buffer
+        b"a nEEDLE_4007 short\n",
+        b"z" * 40 + b" NEEDLE_4007\n",  # leaves the literal beyond the next file's end
+        b"no literal here\n",
+        b"",
+        b"NEEDLE_4007 " * 5 + b"\n",  # exactly the buffer's size: not through it
+        b"last NEEDLE_4007",
+    ]
+    buffer = bytearray(len(texts[5]))
+    regex = linear_regex("[Nn]EEDLE_4007", "pattern", multiline=True)
+    needles = required_literals("[Nn]EEDLE_4007")
+    with_buffer, without = (
+        Walk(threading.Event(), (str(tmp_path),)),
+        Walk(threading.Event(), (str(tmp_path),)),
+    )
+    found: list[str] = []
+    expected: list[str] = []
+    for number, text in enumerate(texts):
+        path = tmp_path / f"file{number}.txt"
+        path.write_bytes(text)
+        search._search(str(path), regex, needles, path.name, found, with_buffer, None, buffer)
+        search._search(str(path), regex, needles, path.name, expected, without)
+    assert found == expected
+    assert len(found) == 4
+    assert with_buffer.binary == without.binary == 1
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.binary(max_size=60),
+    st.binary(max_size=20),
+    st.lists(st.binary(min_size=1, max_size=6), min_size=1, max_size=3),
+)
+def test_the_rarest_byte_first_finds_what_a_plain_search_finds(
+    text: bytes, stale: bytes, needles: list[bytes]
+) -> None:
+    """The buffer test looks for each needle's rarest byte first, and never past the file's end
+    (``stale``: what an earlier file left in the buffer after it)."""
+    alphabet = b"ab_E7\0"
+    text = bytes(alphabet[b % len(alphabet)] for b in text)  # few bytes: many near misses
+    needles = [bytes(alphabet[b % len(alphabet)] for b in n) for n in needles]
+    buffer = bytearray(text + stale)
+    expected = any(needle in text for needle in needles)
+    assert search._buffer_holds_any(buffer, len(text), tuple(needles)) == expected
