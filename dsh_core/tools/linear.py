@@ -43,6 +43,13 @@ class LinearRegex:
         match = self._compiled.search(data, position)
         return None if match is None else (match.start(), match.end())
 
+    def renew(self) -> None:
+        """Compile the pattern again, into an object of its own: ``re2.compile`` hands every
+        thread the same cached one, whose locks another thread may hold (for a forked process,
+        :mod:`.divided`, held for ever)."""
+        compiled = self._compiled
+        self._compiled = type(compiled)(compiled.pattern, compiled.options)
+
     def fullmatch(self, text: str) -> bool:
         """Whether all of ``text`` matches."""
         return self._compiled.fullmatch(text.encode("utf-8", "surrogateescape")) is not None

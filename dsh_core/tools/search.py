@@ -29,6 +29,7 @@ from ..model.seam import ToolSpec
 from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
+from .divided import Division, Findings
 from .linear import LinearRegex, check_length, linear_regex
 from .literals import rarest_byte, required_literals
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
@@ -171,7 +172,7 @@ class GrepTool:
 
         def work(stop: threading.Event) -> str:
             walk, prefix, one_file = _begin(self.workspace, target, stop, "search", True)
-            found: list[str] = []
+            found = Findings(walk)
             if one_file:  # named by the call: searched even if ignored
                 name = os.path.basename(target.real)
                 if name_filter is None or wanted(name):
@@ -181,19 +182,22 @@ class GrepTool:
                 rules = rules_above(target.real, str(self.workspace.root))
                 choose = None if name_filter is None else wanted
                 buffer = bytearray(_BUFFER)
-                for relative, entry in walk.files(target.real, rules, want=choose):
-                    if stop.is_set():  # cancelled: the answer is no longer awaited
-                        break
-                    if entry.is_symlink():
-                        if (why := walk.barrier(entry)) is not None:
-                            walk.skip(why, prefix + relative)
-                            continue
-                        if not _leads_to_a_file(entry):  # a directory, a FIFO: nothing to read
-                            continue
-                    name, held = walk.reach(entry)  # in the directory listed, not a swap
-                    shown = prefix + relative
-                    if _search(name, regex, needles, shown, found, walk, held, buffer):
-                        break
+                # A long walk goes on in two processes (:mod:`.divided`): both run this loop.
+                with Division(walk, found, regex, target.real) as division:
+                    walking = walk.files(target.real, rules, want=choose, sharing=division)
+                    for relative, entry in walking:
+                        if stop.is_set():  # cancelled: the answer is no longer awaited
+                            break
+                        if entry.is_symlink():
+                            if (why := walk.barrier(entry)) is not None:
+                                walk.skip(why, prefix + relative)
+                                continue
+                            if not _leads_to_a_file(entry):  # a directory, a FIFO: nothing
+                                continue
+                        name, held = walk.reach(entry)  # in the directory listed, not a swap
+                        shown = prefix + relative
+                        if _search(name, regex, needles, shown, found, walk, held, buffer):
+                            break
             return _grep_result(found, pattern, target, walk)
 
         summary = f"/{pattern}/ in {target.summary}" + (f" ({files})" if files else "")

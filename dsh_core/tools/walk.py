@@ -44,10 +44,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..trust.beneath import HeldDirectory
-from ..trust.credentials import Credentials, own_process_reason
+from ..trust.credentials import Credentials, own_pids, own_process_reason
 from .base import ToolError
 from .linear import LinearRegex, check_length, linear_regex, literal
 from .paths import counted, is_within, list_name, real_path
@@ -55,7 +55,16 @@ from .paths import counted, is_within, list_name, real_path
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
-__all__ = ["IgnoreRules", "Walk", "glob_regex", "glob_test", "rules_above", "split_pattern"]
+__all__ = [
+    "IgnoreRules",
+    "Pending",
+    "Sharing",
+    "Walk",
+    "glob_regex",
+    "glob_test",
+    "rules_above",
+    "split_pattern",
+]
 
 _MAGIC = frozenset("*?[{\\")
 """Characters that make a glob part a pattern rather than a name."""
@@ -200,6 +209,19 @@ def _git_top(start: str) -> str | None:
         directory = parent
 
 
+Pending = tuple[HeldDirectory, str, str, str, tuple["IgnoreRules", ...], int]
+"""A directory still to walk: the held directory it is in, its name there, its path, its path
+from the start (with a ``/``), the ignore rules above it, and its depth below the start."""
+
+
+class Sharing(Protocol):
+    """Another process that may take part of a walk (:class:`~.divided.Division`)."""
+
+    def divide(self, pending: list[Pending], yielded: int) -> int: ...
+
+    def finish(self) -> bool: ...
+
+
 @dataclass
 class Walk:
     """One walk: what it found and what it had to leave out."""
@@ -232,6 +254,7 @@ class Walk:
         *,
         ordered: bool = True,
         want: Callable[[str], object] | None = None,
+        sharing: Sharing | None = None,
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """(path relative to ``start``, entry) of each file not ignored; in name order (files
         of a directory before its subdirectories) when ``ordered``.
@@ -241,16 +264,27 @@ class Walk:
         and resolved; one that leads through a symlink now was swapped since it was resolved,
         and is a ToolError. An entry is valid until the next one is asked for; its ``path`` is
         its name only: open it by :meth:`reach`, judge it by :meth:`logical`.
+
+        ``sharing``: asked before each directory whether another process takes the first of
+        the directories still to walk (those walked last); when only those are left, its
+        findings take their place, or, if it has none, this walk goes on with them.
         """
         held: list[HeldDirectory] = []
         first = _held_start(start, held)
-        pending: list[tuple[HeldDirectory, str, str, str, tuple[IgnoreRules, ...], int]] = [
-            (first, "", start, "", rules, 0)
-        ]
+        pending: list[Pending] = [(first, "", start, "", rules, 0)]
+        yielded = 0
+        shared = 0  # how many of pending's first entries another process walks
         try:
             while pending:
                 if self.stop.is_set():
                     return
+                if sharing is not None:
+                    if not shared:
+                        shared = sharing.divide(pending, yielded)
+                    elif len(pending) == shared:
+                        if sharing.finish():
+                            return
+                        shared = 0
                 parent, name, directory, relative, rules, level = pending.pop()
                 here = parent if not name else parent.child(name, held)
                 if name:
@@ -294,6 +328,7 @@ class Walk:
                         files = [f for n, f in enumerate(files) if n not in ignored]
                         below = [e for n, e in enumerate(below, count) if n not in ignored]
                 self._here = directory, here
+                yielded += len(files)
                 yield from files
                 self._here = None
                 here.hold(len(below))
@@ -347,7 +382,7 @@ class Walk:
         """What not to enter in ``directory``, by name: credentials, dsh's own process."""
         fences = self.credentials.within(directory) if self.credentials is not None else {}
         if directory == "/proc":
-            return {**fences, str(os.getpid()): _OWN_PROCESS}
+            return {**fences, **{str(pid): _OWN_PROCESS for pid in own_pids()}}
         return fences
 
     def _step_around(self, why: str, path: str) -> None:

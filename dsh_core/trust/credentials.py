@@ -27,6 +27,7 @@ __all__ = [
     "Credentials",
     "credential_paths",
     "key_files",
+    "own_pids",
     "own_process_reason",
 ]
 
@@ -203,6 +204,19 @@ def own_process_reason(path: str) -> str | None:
     name = parts[2]
     if name in ("self", "thread-self"):
         return f"/proc/{name}"
-    if name.isdigit() and (int(name) == os.getpid() or os.path.exists(f"/proc/self/task/{name}")):
+    if name.isdigit() and any(
+        int(name) == pid or os.path.exists(f"/proc/{pid}/task/{name}") for pid in own_pids()
+    ):
         return f"/proc/{name}"
     return None
+
+
+_DSH_PID = os.getpid()
+"""dsh's process id, as this module was imported."""
+
+
+def own_pids() -> tuple[int, ...]:
+    """This process, and dsh's if this is a process forked from it (a ``grep`` that divided,
+    :mod:`dsh_core.tools.divided`): dsh's files hold the same key."""
+    pid = os.getpid()
+    return (pid,) if pid == _DSH_PID else (pid, _DSH_PID)

@@ -569,3 +569,29 @@ def test_the_call_line_says_whether_it_is_sandboxed(
     assert "apt install bubblewrap" in refused.stderr
     off = run_dsh(dsh_env, work, "--allow", "shell", "--sandbox", "off", stdin="toolbash\n")
     assert "dsh: [tool bash] $ ls -la (not sandboxed)\n" in off.stderr
+
+
+# 10. A grep over a tree big enough to divide (dsh_core.tools.divided): the same lines.
+
+
+def test_a_grep_over_thousands_of_files_finds_every_line_in_walk_order(
+    dsh_env: dict[str, str], home: Path, work: Path, stub: StubServer
+) -> None:
+    # 3,000 files: past the 2,000 after which the walk goes on in two processes.
+    planted = {"d00/f000.txt": 1, "d14/f050.txt": 3, "d29/f099.txt": 2, "d29/deep/f7.txt": 1}
+    for d in range(30):
+        (work / f"d{d:02}").mkdir()
+        for f in range(100):
+            (work / f"d{d:02}" / f"f{f:03}.txt").write_text("nothing\n")
+    (work / "d29" / "deep").mkdir()
+    for name, line in planted.items():
+        (work / name).write_text("nothing\n" * (line - 1) + f"needle in {name}\n")
+    stub.enqueue(ToolCalls((("grep", '{"pattern": "needle in"}'),)))
+    result = run_dsh(dsh_env, work, stdin="find the needles\n")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    (output,) = data_of(assert_log_whole(home), "tool/result")
+    assert output["content"] == "\n".join(
+        f"{name}:{line}:needle in {name}" for name, line in planted.items()
+    )
+    assert_requests_valid(stub)

@@ -1,0 +1,292 @@
+"""A second process for a long ``grep``: the last part of the walk, searched at the same time.
+
+    found = Findings(walk)
+    with Division(walk, found, regex, start) as division:   # .active is False: one process
+        for relative, entry in walk.files(start, rules, division=division):
+            ...                                              # both processes run this loop
+
+**Why a process.** A search of a big tree spends its time in ``open``, ``read`` and ``close``
+(the kernel's part, more than half) and in the Python between them, about as much CPU as
+ripgrep spends, but on one core where ripgrep uses all of them. A second thread does not help:
+it takes the GIL back after every system call, and each hand-over is a wake-up on the other core
+(measured no faster: ``docs/notes/2026-12-03-costs-that-grow-grep-and-stream.md``). A forked
+process shares nothing but the descriptors it inherits.
+
+**How.** Once the walk has yielded :data:`FILES_FIRST` files, at the next directory boundary
+with two directories or more still to walk, the process forks. The walk's stack holds the
+directories nearest the top at its bottom, and walks them last: the child takes the half of
+those nearest the top that the walk would reach last, the parent keeps the rest, and both go on
+with the same walk. The child inherits the descriptors of the directories the walk holds, so
+what it opens is what was listed, as before (:mod:`dsh_core.trust.beneath`). It writes its
+lines and its notes to a pipe and exits; the parent, when only the child's part is left, reads
+them and puts them after its own. The result is the one a single process gives, line for line
+and note for note: every line carries the walk's note counts at the moment it was found, so a
+result stopped at :data:`~.specs.MAX_GREP_MATCHES` inside the child's part counts what one
+process would have counted.
+
+**What the child runs**: this thread's code only, the walk, RE2 on a copy of the pattern of its
+own (``re2.compile`` shares one object between threads, and another thread may have held its
+locks at the fork), ``pathspec``, ``json`` and system calls; never the event loop, the log,
+stdout or a lock another thread may hold. Its signal handlers are the defaults, and it no longer
+writes to the event loop's wake-up descriptor (a signal to it alone must not look like one to
+dsh). It leaves by ``os._exit``. It dies with the thread that forked it (``PR_SET_PDEATHSIG``),
+so a dsh that exits, however it exits, leaves no search behind, and it is killed when the call
+is cancelled or when the parent stops at the cap first.
+
+**Nothing is lost when it fails.** A child that dies, is killed, says nothing sensible, or is
+not done long after the parent (:func:`_patience`: a hang) has its part walked by the parent,
+as if there had been no division; the result is the same, later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import select
+import signal
+import time
+import warnings
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .specs import MAX_GREP_MATCHES
+
+if TYPE_CHECKING:
+    from .linear import LinearRegex
+    from .walk import Pending, Walk
+
+__all__ = ["FILES_FIRST", "Division", "Findings"]
+
+FILES_FIRST = 2_000
+"""Files one process searches before it divides the rest: a fork costs about a millisecond, the
+search of 2,000 small files about fifteen."""
+
+_LISTS = ("unreadable", "fenced", "own_process", "swapped")
+_COUNTS = ("symlinks_out", "binary")
+"""The :class:`~.walk.Walk` fields its notes are made of."""
+
+Mark = list[int]
+"""The lengths of the walk's :data:`_LISTS`, then its :data:`_COUNTS`, at one moment."""
+
+_PR_SET_PDEATHSIG = 1
+"""``prctl`` option from ``<linux/prctl.h>``."""
+
+_FAILED = 70
+"""The child's exit status when its search raised: the parent walks its part."""
+
+
+class Findings(list[str]):
+    """``grep``'s lines, each with the walk's note counts when it was found (:data:`Mark`)."""
+
+    def __init__(self, walk: Walk) -> None:
+        super().__init__()
+        self.walk = walk
+        self.marks: list[Mark] = []
+
+    def append(self, line: str, /) -> None:
+        super().append(line)
+        self.marks.append(_mark(self.walk))
+
+
+def _mark(walk: Walk) -> Mark:
+    return [len(getattr(walk, name)) for name in _LISTS] + [getattr(walk, n) for n in _COUNTS]
+
+
+class Division:
+    """The walk of one ``grep`` call, divided between two processes when it grows long."""
+
+    def __init__(self, walk: Walk, found: Findings, regex: LinearRegex, start: str) -> None:
+        self.walk = walk
+        self.found = found
+        self.regex = regex
+        self.active = _worth_dividing(start)
+        """Whether the walk may divide at all (else :meth:`divide` never forks)."""
+        self.in_child = False
+        self._child = 0
+        self._from_child = -1
+        self._to_parent = -1
+        self._forked_at = 0.0
+
+    def divide(self, pending: list[Pending], yielded: int) -> int:
+        """Called by the walk before each directory: how many of ``pending``'s first entries (the
+        ones it walks last) a child process walks from now on; 0 for none (in the child too)."""
+        if not self.active or yielded < FILES_FIRST or len(pending) < 2:
+            return 0
+        self.active = False  # once: a failed fork is not tried again
+        # The directories nearest the top hold the most: half of them, rounded up, since the
+        # parent also has the rest of the one it is in.
+        top = pending[0][5]
+        given = (sum(1 for entry in pending if entry[5] == top) + 1) // 2
+        parent = os.getpid()
+        prctl = _prctl()
+        try:
+            reading, writing = os.pipe2(os.O_CLOEXEC)
+        except OSError:
+            return 0
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12 warns of a fork in a process with threads; the module's docstring
+                # says what the child runs, and why that is safe.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                child = os.fork()
+        except OSError:  # no memory, no processes left: one process, as before
+            os.close(reading)
+            os.close(writing)
+            return 0
+        if child == 0:
+            os.close(reading)
+            self._become_child(parent, writing, prctl)
+            del pending[given:]
+            return 0
+        os.close(writing)
+        self._child, self._from_child = child, reading
+        self._forked_at = time.monotonic()
+        return given
+
+    def _become_child(self, parent: int, writing: int, prctl: Any) -> None:
+        self.in_child = True
+        self._to_parent = writing
+        signal.set_wakeup_fd(-1)  # the event loop's: a signal here is not dsh's
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(signum, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # it died before the request took effect
+            os._exit(_FAILED)
+        self.regex.renew()
+        self.found.clear()
+        self.found.marks.clear()
+        for name in _LISTS:
+            setattr(self.walk, name, [])
+        for name in _COUNTS:
+            setattr(self.walk, name, 0)
+
+    def finish(self) -> bool:
+        """Called by the walk when only the child's part is left: its lines and notes put after
+        this process's; False when there are none to put (it failed, or the walk was told to
+        stop): the walk goes on with that part itself."""
+        report = self._collect()
+        self.close()
+        if report is None:
+            return False
+        try:
+            lines, marks, notes = report["found"], report["marks"], report["notes"]
+            room = MAX_GREP_MATCHES + 1 - len(self.found)
+            if len(lines) >= room > 0:  # one process stops at this line: count as it would
+                lines, notes = lines[:room], _cut(notes, marks[room - 1])
+            merged = {name: getattr(self.walk, name) + notes[name] for name in _LISTS + _COUNTS}
+            if not all(isinstance(line, str) for line in lines):
+                return False
+        except (KeyError, IndexError, TypeError):
+            return False
+        self.found.extend(lines)
+        for name, value in merged.items():
+            setattr(self.walk, name, value)
+        return True
+
+    def _collect(self) -> dict[str, Any] | None:
+        """The child's report; None if it failed, took too long, or the walk was stopped."""
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + _patience(time.monotonic() - self._forked_at)
+        poller = select.poll()
+        poller.register(self._from_child, select.POLLIN)
+        while not self.walk.stop.is_set() and time.monotonic() < deadline:
+            if not poller.poll(100):
+                continue
+            try:
+                chunk = os.read(self._from_child, 1 << 20)
+            except OSError:
+                return None
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            return None
+        _, status = os.waitpid(self._child, 0)
+        self._child = 0
+        if os.waitstatus_to_exitcode(status) != 0:
+            return None
+        try:
+            report = json.loads(b"".join(chunks))
+        except ValueError:
+            return None
+        return report if isinstance(report, dict) else None
+
+    def close(self) -> None:
+        """In the parent: the child killed if it still runs, and reaped; its pipe closed."""
+        if self._child:
+            with contextlib.suppress(ProcessLookupError):  # ended already: reaped below
+                os.kill(self._child, signal.SIGKILL)
+            os.waitpid(self._child, 0)
+            self._child = 0
+        if self._from_child >= 0:
+            os.close(self._from_child)
+            self._from_child = -1
+
+    def __enter__(self) -> Division:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if not self.in_child:
+            self.close()
+            return
+        # The child never leaves the search: what called it is the parent's.
+        code = _FAILED
+        if kind is None:
+            try:
+                report = {"found": list(self.found), "marks": self.found.marks}
+                report["notes"] = {name: getattr(self.walk, name) for name in _LISTS + _COUNTS}
+                _write_all(self._to_parent, json.dumps(report).encode())
+                code = 0
+            except BaseException:  # any failure: the parent walks the part
+                code = _FAILED
+        os._exit(code)
+
+
+def _cut(notes: dict[str, Any], mark: Mark) -> dict[str, Any]:
+    """``notes`` as they were at ``mark``."""
+    cut = {name: notes[name][:length] for name, length in zip(_LISTS, mark, strict=False)}
+    cut.update(zip(_COUNTS, mark[len(_LISTS) :], strict=True))
+    return cut
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    with memoryview(data) as view:
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def _patience(parent_took: float) -> float:
+    """How long the parent waits for the child once its own part is done: the child had about
+    as much to do, so this long means a hang (or a disk much slower in its part)."""
+    return 5.0 + 3 * parent_took
+
+
+def _worth_dividing(start: str) -> bool:
+    """Whether a walk from ``start`` may divide: there is a second core, and it is not a walk
+    that can reach ``/proc``, where every process has files of its own (the child's are not
+    dsh's, and the walk steps around dsh's)."""
+    if start == "/" or start == "/proc" or start.startswith("/proc/"):
+        return False
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except (AttributeError, OSError):
+        return (os.cpu_count() or 1) >= 2
+
+
+@functools.cache
+def _prctl() -> Any:
+    """libc's ``prctl``, found in the parent (no import or lookup in the child); None without."""
+    import ctypes  # only a long grep needs it: kept out of startup
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
