@@ -48,6 +48,7 @@ import select
 import signal
 import time
 import warnings
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -94,58 +95,99 @@ def _mark(walk: Walk) -> Mark:
     return [len(getattr(walk, name)) for name in _LISTS] + [getattr(walk, n) for n in _COUNTS]
 
 
+@dataclass
+class _Part:
+    """What one child walks: ``pending[top:end]`` as it was when it forked."""
+
+    pid: int
+    reading: int
+    top: int
+    end: int
+    forked_at: float
+    status: int = 0
+    """Its wait status, once reaped."""
+
+
 class Division:
-    """The walk of one ``grep`` call, divided between two processes when it grows long."""
+    """The walk of one ``grep`` call, divided between processes when it grows long."""
 
     def __init__(self, walk: Walk, found: Findings, regex: LinearRegex, start: str) -> None:
         self.walk = walk
         self.found = found
         self.regex = regex
         self.active = _worth_dividing(start)
-        """Whether the walk may divide at all (else :meth:`divide` never forks)."""
+        """Whether the walk may divide at all (else :meth:`before` never forks)."""
         self.in_child = False
-        self._child = 0
-        self._from_child = -1
+        self._parts: list[_Part] = []
+        """The children walking parts of ``pending``, the part walked last first."""
+        self._idle: tuple[int, int] | None = None
+        """The pipe every process of this walk shares: a byte in it says a core is idle."""
         self._to_parent = -1
-        self._forked_at = 0.0
 
-    def divide(self, pending: list[Pending], yielded: int) -> int:
-        """Called by the walk before each directory: how many of ``pending``'s first entries (the
-        ones it walks last) a child process walks from now on; 0 for none (in the child too)."""
-        if not self.active or yielded < FILES_FIRST or len(pending) < 2:
-            return 0
-        self.active = False  # once: a failed fork is not tried again
-        # The directories nearest the top hold the most: half of them, rounded up, since the
-        # parent also has the rest of the one it is in.
-        top = pending[0][5]
-        given = (sum(1 for entry in pending if entry[5] == top) + 1) // 2
+    def before(self, pending: list[Pending], yielded: int) -> None:
+        """Called by the walk before each directory (``yielded`` files so far). When only
+        children's parts are left above the next one, their findings are put in and their
+        directories taken off ``pending`` (or, when a child failed, left to this walk); else,
+        when it is time, a child takes part of what is left."""
+        while self._parts and len(pending) == self._parts[-1].end:
+            part = self._parts.pop()
+            if self._finish(part):
+                del pending[part.top :]
+        if self._parts or self.in_child or self._idle is not None:
+            if self._idle is None or not self._take_idle():
+                return
+        elif not self.active or yielded < FILES_FIRST:
+            return
+        if not self._fork(pending):
+            self._say_idle()  # not here: another process may divide
+
+    def _fork(self, pending: list[Pending]) -> bool:
+        """A child for part of what is left to this walk; False if there is too little."""
+        top = self._parts[-1].end if self._parts else 0
+        if not self.active or len(pending) - top < 2:
+            return False
+        # The directories nearest the top hold the most: half of them, rounded up, since this
+        # walk also has the rest of the one it is in. They are walked last: the child's
+        # findings come after all of this walk's.
+        level = pending[top][5]
+        given = (sum(1 for entry in pending[top:] if entry[5] == level) + 1) // 2
         parent = os.getpid()
         prctl = _prctl()
         try:
+            if self._idle is None:
+                self._idle = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+                # Two processes now; a core beyond the second is idle from the start.
+                os.write(self._idle[1], b"." * max(0, _cores() - 2))
             reading, writing = os.pipe2(os.O_CLOEXEC)
         except OSError:
-            return 0
+            self.active = False
+            return False
         try:
             with warnings.catch_warnings():
                 # Python 3.12 warns of a fork in a process with threads; the module's docstring
                 # says what the child runs, and why that is safe.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 child = os.fork()
-        except OSError:  # no memory, no processes left: one process, as before
+        except OSError:  # no memory, no processes left: this walk goes on alone
             os.close(reading)
             os.close(writing)
-            return 0
+            self.active = False
+            return False
         if child == 0:
             os.close(reading)
             self._become_child(parent, writing, prctl)
-            del pending[given:]
-            return 0
+            pending[:] = pending[top : top + given]
+            return True
         os.close(writing)
-        self._child, self._from_child = child, reading
-        self._forked_at = time.monotonic()
-        return given
+        self._parts.append(_Part(child, reading, top, top + given, time.monotonic()))
+        return True
 
     def _become_child(self, parent: int, writing: int, prctl: Any) -> None:
+        for part in self._parts:  # its parent's, not its own
+            os.close(part.reading)
+        self._parts = []
+        if self._to_parent >= 0:  # its parent's own way to the grandparent
+            os.close(self._to_parent)
         self.in_child = True
         self._to_parent = writing
         signal.set_wakeup_fd(-1)  # the event loop's: a signal here is not dsh's
@@ -163,50 +205,55 @@ class Division:
         for name in _COUNTS:
             setattr(self.walk, name, 0)
 
-    def finish(self) -> bool:
-        """Called by the walk when only the child's part is left: its lines and notes put after
-        this process's; False when there are none to put (it failed, or the walk was told to
-        stop): the walk goes on with that part itself."""
-        report = self._collect()
-        self.close()
+    def _finish(self, part: _Part) -> bool:
+        """The child's findings put after this walk's; False when there are none to put (it
+        failed, or the walk was told to stop): this walk goes on with its part itself."""
+        self._say_idle()  # while this process waits, another may divide
+        report = self._collect(part)
+        self._take_idle()
         if report is None:
             return False
         try:
             lines, marks, notes = report["found"], report["marks"], report["notes"]
             room = MAX_GREP_MATCHES + 1 - len(self.found)
             if len(lines) >= room > 0:  # one process stops at this line: count as it would
-                lines, notes = lines[:room], _cut(notes, marks[room - 1])
+                lines, marks = lines[:room], marks[:room]
+                notes = _cut(notes, marks[-1])
+            before = _mark(self.walk)
             merged = {name: getattr(self.walk, name) + notes[name] for name in _LISTS + _COUNTS}
-            if not all(isinstance(line, str) for line in lines):
+            moved = [[mine + theirs for mine, theirs in zip(before, m, strict=True)] for m in marks]
+            if not all(isinstance(line, str) for line in lines) or len(moved) != len(lines):
                 return False
-        except (KeyError, IndexError, TypeError):
+        except (KeyError, IndexError, TypeError, ValueError):
             return False
         self.found.extend(lines)
+        self.found.marks.extend(moved)
         for name, value in merged.items():
             setattr(self.walk, name, value)
         return True
 
-    def _collect(self) -> dict[str, Any] | None:
-        """The child's report; None if it failed, took too long, or the walk was stopped."""
+    def _collect(self, part: _Part) -> dict[str, Any] | None:
+        """The child's report, and the child reaped; None if it failed, took too long, or the
+        walk was stopped (it is killed)."""
         chunks: list[bytes] = []
-        deadline = time.monotonic() + _patience(time.monotonic() - self._forked_at)
+        deadline = time.monotonic() + _patience(time.monotonic() - part.forked_at)
         poller = select.poll()
-        poller.register(self._from_child, select.POLLIN)
-        while not self.walk.stop.is_set() and time.monotonic() < deadline:
-            if not poller.poll(100):
-                continue
-            try:
-                chunk = os.read(self._from_child, 1 << 20)
-            except OSError:
+        poller.register(part.reading, select.POLLIN)
+        try:
+            while not self.walk.stop.is_set() and time.monotonic() < deadline:
+                if not poller.poll(100):
+                    continue
+                chunk = os.read(part.reading, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            else:
                 return None
-            if not chunk:
-                break
-            chunks.append(chunk)
-        else:
+        except OSError:
             return None
-        _, status = os.waitpid(self._child, 0)
-        self._child = 0
-        if os.waitstatus_to_exitcode(status) != 0:
+        finally:
+            _end(part)
+        if os.waitstatus_to_exitcode(part.status) != 0:
             return None
         try:
             report = json.loads(b"".join(chunks))
@@ -214,16 +261,26 @@ class Division:
             return None
         return report if isinstance(report, dict) else None
 
+    def _say_idle(self) -> None:
+        if self._idle is not None:
+            with contextlib.suppress(OSError):  # full: enough processes know
+                os.write(self._idle[1], b".")
+
+    def _take_idle(self) -> bool:
+        assert self._idle is not None
+        try:
+            return os.read(self._idle[0], 1) != b""
+        except BlockingIOError:
+            return False
+
     def close(self) -> None:
-        """In the parent: the child killed if it still runs, and reaped; its pipe closed."""
-        if self._child:
-            with contextlib.suppress(ProcessLookupError):  # ended already: reaped below
-                os.kill(self._child, signal.SIGKILL)
-            os.waitpid(self._child, 0)
-            self._child = 0
-        if self._from_child >= 0:
-            os.close(self._from_child)
-            self._from_child = -1
+        """Every child still running killed and reaped; the pipes closed."""
+        while self._parts:
+            _end(self._parts.pop())
+        if self._idle is not None and not self.in_child:
+            for fd in self._idle:
+                os.close(fd)
+            self._idle = None
 
     def __enter__(self) -> Division:
         return self
@@ -234,10 +291,10 @@ class Division:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self.close()
         if not self.in_child:
-            self.close()
             return
-        # The child never leaves the search: what called it is the parent's.
+        # The child never leaves the search: what called it is its parent's.
         code = _FAILED
         if kind is None:
             try:
@@ -247,7 +304,16 @@ class Division:
                 code = 0
             except BaseException:  # any failure: the parent walks the part
                 code = _FAILED
+        self._say_idle()
         os._exit(code)
+
+
+def _end(part: _Part) -> None:
+    """``part``'s child killed if it still runs (and with it its own), reaped, its pipe closed."""
+    with contextlib.suppress(ProcessLookupError):  # ended already: reaped below
+        os.kill(part.pid, signal.SIGKILL)
+    _, part.status = os.waitpid(part.pid, 0)
+    os.close(part.reading)
 
 
 def _cut(notes: dict[str, Any], mark: Mark) -> dict[str, Any]:
@@ -275,10 +341,15 @@ def _worth_dividing(start: str) -> bool:
     dsh's, and the walk steps around dsh's)."""
     if start == "/" or start == "/proc" or start.startswith("/proc/"):
         return False
+    return _cores() >= 2
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
     try:
-        return len(os.sched_getaffinity(0)) >= 2
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return (os.cpu_count() or 1) >= 2
+        return os.cpu_count() or 1
 
 
 @functools.cache

@@ -215,11 +215,11 @@ from the start (with a ``/``), the ignore rules above it, and its depth below th
 
 
 class Sharing(Protocol):
-    """Another process that may take part of a walk (:class:`~.divided.Division`)."""
+    """Other processes that may take parts of a walk (:class:`~.divided.Division`)."""
 
-    def divide(self, pending: list[Pending], yielded: int) -> int: ...
-
-    def finish(self) -> bool: ...
+    def before(self, pending: list[Pending], yielded: int) -> None:
+        """Before each directory: may take entries off ``pending`` (walked elsewhere, their
+        findings in), or give some to another process (kept, and taken off later)."""
 
 
 @dataclass
@@ -265,26 +265,20 @@ class Walk:
         and is a ToolError. An entry is valid until the next one is asked for; its ``path`` is
         its name only: open it by :meth:`reach`, judge it by :meth:`logical`.
 
-        ``sharing``: asked before each directory whether another process takes the first of
-        the directories still to walk (those walked last); when only those are left, its
-        findings take their place, or, if it has none, this walk goes on with them.
+        ``sharing``: told before each directory what is still to walk (:class:`Sharing`).
         """
         held: list[HeldDirectory] = []
         first = _held_start(start, held)
         pending: list[Pending] = [(first, "", start, "", rules, 0)]
         yielded = 0
-        shared = 0  # how many of pending's first entries another process walks
         try:
             while pending:
                 if self.stop.is_set():
                     return
                 if sharing is not None:
-                    if not shared:
-                        shared = sharing.divide(pending, yielded)
-                    elif len(pending) == shared:
-                        if sharing.finish():
-                            return
-                        shared = 0
+                    sharing.before(pending, yielded)
+                    if not pending:  # the rest was walked by others, their findings are in
+                        return
                 parent, name, directory, relative, rules, level = pending.pop()
                 here = parent if not name else parent.child(name, held)
                 if name:

@@ -27,11 +27,24 @@ _IN_CHILD: list[str] = []
 """What a forked child does first, for the test that sets it: ``die``, ``hang``, or nothing."""
 
 
+_FORK_LOG: list[Path] = []
+"""Where each forked child writes its parent's id, for the test that sets it."""
+
+
 def _after_fork_in_child() -> None:
+    if _FORK_LOG:
+        with _FORK_LOG[0].open("a") as log:
+            log.write(f"{os.getppid()}\n")
     if not _IN_CHILD:
         return
     if _IN_CHILD[0] == "die":
         os.kill(os.getpid(), signal.SIGKILL)
+    if _IN_CHILD[0].startswith("wait:"):  # the first child only, until its parent waits
+        marker = Path(_IN_CHILD.pop()[5:])
+        deadline = time.monotonic() + 60  # a bound for a broken test
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return
     if _IN_CHILD[0].startswith("hang:"):
         Path(_IN_CHILD[0][5:]).write_text(str(os.getpid()))
         time.sleep(120)
@@ -88,6 +101,34 @@ def both(tools: Tools, monkeypatch: pytest.MonkeyPatch, **arguments: str) -> tup
     return shared, alone
 
 
+def divided_twice(
+    tools: Tools, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **arguments: str
+) -> str:
+    """The result of a walk whose first child, held until its parent waits for it, divides
+    its part again (it must)."""
+    marker = tmp_path / "parent-waits"
+    me = os.getpid()
+    say_idle = divided.Division._say_idle
+
+    def said(self: divided.Division) -> None:
+        say_idle(self)
+        if os.getpid() == me:
+            marker.touch()
+
+    monkeypatch.setattr(divided.Division, "_say_idle", said)
+    monkeypatch.setattr(divided, "FILES_FIRST", 1)
+    _IN_CHILD.append(f"wait:{marker}")
+    _FORK_LOG.append(tmp_path / "forks")
+    try:
+        result = tools.run("grep", **arguments)
+    finally:
+        _FORK_LOG.clear()
+        _IN_CHILD.clear()
+    parents = (tmp_path / "forks").read_text().split()
+    assert str(me) in parents and len(set(parents)) >= 2, "the child did not divide"
+    return result
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_divided_search_shows_what_one_process_shows(
     tools: Tools, monkeypatch: pytest.MonkeyPatch, seed: int
@@ -99,23 +140,45 @@ def test_a_divided_search_shows_what_one_process_shows(
     assert "needle" in alone and "[skipped:" in alone
 
 
-def test_a_search_stopped_at_the_cap_in_the_childs_part_counts_as_one_process_would(
-    tools: Tools, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("twice", [False, True])
+def test_a_search_stopped_at_the_cap_in_a_childs_part_counts_as_one_process_would(
+    tools: Tools, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, twice: bool
 ) -> None:
-    # Few matches first; the last top directories (the child's) hold far more than the cap,
-    # and binary files and symlinks on both sides of where one process stops.
+    # Few matches first; the last top directories (the child's, and its child's) hold far more
+    # than the cap, with binary files and symlinks on both sides of where one process stops.
+    (tools.root / "a.txt").write_text("hit\n")
     (tools.root.parent / "outside.txt").write_text("hit\n")
     for top in range(10):
-        directory = tools.root / f"top{top}"
-        directory.mkdir(parents=True)
-        hits = 2 if top < 5 else 60
-        for n in range(hits):
-            (directory / f"f{n:02}.txt").write_text("hit\n")
-            (directory / f"g{n:02}.bin").write_bytes(b"hit\0")
-            (directory / f"h{n:02}.txt").symlink_to(tools.root.parent / "outside.txt")
+        for sub in range(4):
+            directory = tools.root / f"top{top}" / f"sub{sub}"
+            directory.mkdir(parents=True)
+            hits = 1 if top < 5 else 15
+            for n in range(hits):
+                (directory / f"f{n:02}.txt").write_text("hit\n")
+                (directory / f"g{n:02}.bin").write_bytes(b"hit\0")
+                (directory / f"h{n:02}.txt").symlink_to(tools.root.parent / "outside.txt")
     shared, alone = both(tools, monkeypatch, pattern="hit")
     assert shared == alone
     assert "[stopped at 250 matches" in alone and "binary files" in alone
+    if twice:
+        assert divided_twice(tools, monkeypatch, tmp_path, pattern="hit") == alone
+
+
+def test_a_child_divides_its_part_again_once_its_parent_waits(
+    tools: Tools, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The parent's part is small, the child's large: the parent, done, says it is idle, and
+    # the child (held until then) gives half of its part to a child of its own.
+    (tools.root / "a.txt").write_text("needle at the top\n")
+    for top in range(4):
+        for sub in range(8):
+            directory = tools.root / f"top{top}" / f"sub{sub}"
+            directory.mkdir(parents=True)
+            for n in range(3):
+                (directory / f"f{n}.txt").write_text(f"x\nneedle {top} {sub} {n}\n")
+    alone = both(tools, monkeypatch, pattern="needle")[1]
+    assert divided_twice(tools, monkeypatch, tmp_path, pattern="needle") == alone
+    assert alone.count("\n") == 4 * 8 * 3
 
 
 @pytest.mark.parametrize("fate", ["die", "report fails"])
