@@ -1,12 +1,12 @@
-"""A second process for a long ``grep``: the last part of the walk, searched at the same time.
+"""Other processes for a long ``grep``: parts of the walk searched at the same time.
 
     found = Findings(walk)
-    with Division(walk, found, regex, start) as division:   # .active is False: one process
-        for relative, entry in walk.files(start, rules, division=division):
-            ...                                              # both processes run this loop
+    with Division(walk, found, regex, start) as division:   # never forks if not worth it
+        for relative, entry in walk.files(start, rules, sharing=division):
+            ...                                              # every process runs this loop
 
-**Why a process.** A search of a big tree spends its time in ``open``, ``read`` and ``close``
-(the kernel's part, more than half) and in the Python between them, about as much CPU as
+**Why processes.** A search of a big tree spends its time in ``open``, ``read`` and ``close``
+(the kernel's part, more than half) and in the Python between them: about as much CPU as
 ripgrep spends, but on one core where ripgrep uses all of them. A second thread does not help:
 it takes the GIL back after every system call, and each hand-over is a wake-up on the other core
 (measured no faster: ``docs/notes/2026-12-03-costs-that-grow-grep-and-stream.md``). A forked
@@ -14,28 +14,35 @@ process shares nothing but the descriptors it inherits.
 
 **How.** Once the walk has yielded :data:`FILES_FIRST` files, at the next directory boundary
 with two directories or more still to walk, the process forks. The walk's stack holds the
-directories nearest the top at its bottom, and walks them last: the child takes the half of
-those nearest the top that the walk would reach last, the parent keeps the rest, and both go on
-with the same walk. The child inherits the descriptors of the directories the walk holds, so
-what it opens is what was listed, as before (:mod:`dsh_core.trust.beneath`). It writes its
-lines and its notes to a pipe and exits; the parent, when only the child's part is left, reads
-them and puts them after its own. The result is the one a single process gives, line for line
-and note for note: every line carries the walk's note counts at the moment it was found, so a
-result stopped at :data:`~.specs.MAX_GREP_MATCHES` inside the child's part counts what one
-process would have counted.
+directories nearest the top at its bottom and walks them last: the child takes half of those
+(rounded up), the ones walked last, and the parent keeps the rest; both go on with the same
+walk. The child inherits the descriptors of the directories the walk holds, so what it opens is
+what was listed, as before (:mod:`dsh_core.trust.beneath`). It writes its lines and notes to a
+pipe and exits; the parent, when only the child's part is left above it on the stack, reads
+them and puts them after its own. A process that has to wait for a child, or is done, puts a
+byte in a pipe all of them share ("a core is idle"); a process still walking takes it at its
+next directory and gives half of what it has left to a child of its own, by the same rules. So
+a tree whose work is in one directory (``site-packages`` in the standard library) is divided
+again inside it, and no more processes run at once than there are cores.
 
-**What the child runs**: this thread's code only, the walk, RE2 on a copy of the pattern of its
+The result is the one a single process gives, line for line and note for note: every line
+carries the walk's note counts at the moment it was found, so a result stopped at
+:data:`~.specs.MAX_GREP_MATCHES` inside a child's part counts what one process would have.
+
+**What a child runs**: this thread's code only, the walk, RE2 on a copy of the pattern of its
 own (``re2.compile`` shares one object between threads, and another thread may have held its
 locks at the fork), ``pathspec``, ``json`` and system calls; never the event loop, the log,
 stdout or a lock another thread may hold. Its signal handlers are the defaults, and it no longer
 writes to the event loop's wake-up descriptor (a signal to it alone must not look like one to
 dsh). It leaves by ``os._exit``. It dies with the thread that forked it (``PR_SET_PDEATHSIG``),
-so a dsh that exits, however it exits, leaves no search behind, and it is killed when the call
-is cancelled or when the parent stops at the cap first.
+so a dsh that exits, however it exits, leaves no search behind, and it is killed (with its own
+children) when the call is cancelled or its parent stops at the cap first. A walk that can
+reach ``/proc`` never divides (every process has files of its own there), and dsh's own
+``/proc`` files stay fenced in a child (:func:`~dsh_core.trust.credentials.own_pids`).
 
-**Nothing is lost when it fails.** A child that dies, is killed, says nothing sensible, or is
-not done long after the parent (:func:`_patience`: a hang) has its part walked by the parent,
-as if there had been no division; the result is the same, later.
+**Nothing is lost when one fails.** A child that dies, is killed, says nothing sensible, or is
+not done long after its parent (:func:`_patience`: a hang) has its part walked by its parent,
+as if there had been no division: the same result, later.
 """
 
 from __future__ import annotations

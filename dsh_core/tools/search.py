@@ -12,7 +12,8 @@ GIL while it searches, so Ctrl-C is seen at once whatever the pattern. ``grep`` 
 file's bytes as they are (no decoding, one search over the whole piece) and decodes only the
 lines it shows; line numbers are counted only around matches; a file (or a piece of one) that
 holds none of the literals a match must contain (:func:`~.literals.required_literals`) is not
-searched at all.
+searched at all. A long walk goes on in forked processes, each taking part of it
+(:mod:`.divided`), with the same result.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
 from .divided import Division, Findings
+from .globs import glob_test, split_pattern
 from .linear import LinearRegex, check_length, linear_regex
 from .literals import rarest_byte, required_literals
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
 from .stoppable import stoppable
-from .walk import Walk, glob_test, rules_above, split_pattern
+from .walk import Walk, rules_above
 
 __all__ = ["GlobTool", "GrepTool"]
 

@@ -76,7 +76,7 @@ def test_dshs_proc_files_are_fenced_in_the_child_that_dsh_forked() -> None:
         os.write(writing, repr(answers).encode())
         os._exit(0)
     os.close(writing)
-    with os.fdopen(reading) as answers:
-        said = answers.read()
+    with os.fdopen(reading) as heard:
+        said = heard.read()
     os.waitpid(child, 0)
     assert said == repr([f"/proc/{dsh}", f"/proc/{thread}", f"/proc/{child}"])
