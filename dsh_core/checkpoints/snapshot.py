@@ -10,7 +10,7 @@
 What is covered (SPEC 14): every regular file, symlink and directory below the working
 directory, with its permission bits, except ``.git`` (at any depth: a repository's own history
 is not the undo's to rewrite), what ``.gitignore`` files and ``.git/info/exclude`` ignore
-(:mod:`dsh_core.tools.walk`'s rules, the ones ``glob`` and ``grep`` follow), files over
+(:mod:`dsh_core.tools.tree.walk`'s rules, the ones ``glob`` and ``grep`` follow), files over
 :data:`MAX_FILE_BYTES` (listed in :attr:`Snapshot.skipped`), credential locations and
 ``DSH_HOME`` when they lie inside, what is not a file (FIFOs, sockets, devices), and a file
 that holds the API key (the key is written nowhere: listed as skipped too).
@@ -41,7 +41,7 @@ from ..fileio import read_up_to
 from ..masking import SECRETS
 
 # walk.py's ignore rules, the ones glob and grep follow: one gitignore matcher, not two.
-from ..tools.walk import IgnoreRules, _ignored_in, _load_rules, rules_above
+from ..tools.tree.walk import IgnoreRules, _ignored_in, _load_rules, rules_above
 from .store import CheckpointError, CheckpointStore, StatEntry, digest_of
 
 __all__ = [

@@ -46,7 +46,7 @@ class LinearRegex:
     def renew(self) -> None:
         """Compile the pattern again, into an object of its own: ``re2.compile`` hands every
         thread the same cached one, whose locks another thread may hold (for a forked process,
-        :mod:`.divided`, held for ever)."""
+        :mod:`.tree.divided`, held for ever)."""
         compiled = self._compiled
         self._compiled = type(compiled)(compiled.pattern, compiled.options)
 

@@ -1,4 +1,4 @@
-"""The ``glob`` and ``grep`` tools: file names and file contents, over one walk (:mod:`.walk`).
+"""The ``glob`` and ``grep`` tools: file names and file contents, over one walk (:mod:`.tree.walk`).
 
 Both skip ``.git`` and what ``.gitignore`` files ignore, never follow a directory symlink, and
 say in their result what they could not read. ``glob`` lists files newest first; ``grep`` shows
@@ -13,7 +13,7 @@ file's bytes as they are (no decoding, one search over the whole piece) and deco
 lines it shows; line numbers are counted only around matches; a file (or a piece of one) that
 holds none of the literals a match must contain (:func:`~.literals.required_literals`) is not
 searched at all. A long walk goes on in forked processes, each taking part of it
-(:mod:`.divided`), with the same result.
+(:mod:`.tree.divided`), with the same result.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from ..model.seam import ToolSpec
 from ..trust.workspace import Workspace
 from . import specs
 from .base import Access, Invocation, ToolError
-from .divided import Division, Findings
-from .globs import glob_test, split_pattern
 from .linear import LinearRegex, check_length, linear_regex
 from .literals import rarest_byte, required_literals
 from .paths import Target, check_arguments, list_name, resolve, resolve_path, string_argument
 from .read import SNIFF_BYTES
 from .specs import MAX_GLOB_PATHS, MAX_GREP_LINE_CHARS, MAX_GREP_MATCHES
 from .stoppable import stoppable
-from .walk import Walk, rules_above
+from .tree.divided import Division, Findings
+from .tree.globs import glob_test, split_pattern
+from .tree.walk import Walk, rules_above
 
 __all__ = ["GlobTool", "GrepTool"]
 
@@ -184,7 +184,7 @@ class GrepTool:
                 rules = rules_above(target.real, str(self.workspace.root))
                 choose = None if name_filter is None else wanted
                 buffer = bytearray(_BUFFER)
-                # A long walk goes on in two processes (:mod:`.divided`): both run this loop.
+                # A long walk goes on in several processes (:mod:`.tree.divided`), all in this loop.
                 with Division(walk, found, regex, target.real) as division:
                     walking = walk.files(target.real, rules, want=choose, sharing=division)
                     for relative, entry in walking:

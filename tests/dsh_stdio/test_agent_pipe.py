@@ -571,7 +571,7 @@ def test_the_call_line_says_whether_it_is_sandboxed(
     assert "dsh: [tool bash] $ ls -la (not sandboxed)\n" in off.stderr
 
 
-# 10. A grep over a tree big enough to divide (dsh_core.tools.divided): the same lines.
+# 10. A grep over a tree big enough to divide (dsh_core.tools.tree.divided): the same lines.
 
 
 def test_a_grep_over_thousands_of_files_finds_every_line_in_walk_order(

@@ -1,6 +1,6 @@
 """SPEC 10.11 and 10.4 for a ``grep`` whose walk divided between two processes (issue 32).
 
-A long walk forks (:mod:`dsh_core.tools.divided`): the child walks the last directories with
+A long walk forks (:mod:`dsh_core.tools.tree.divided`): the child walks the last directories with
 the descriptors it inherited. The attacks: a directory of the child's part swapped for a link to
 ``~/.ssh`` just as it starts (it must still open each directory from the one it holds, without
 following a link), and dsh's own ``/proc`` files, which are the child's parent's, not its own
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.tools import divided
+from dsh_core.tools.tree import divided
 from dsh_core.trust.credentials import own_process_reason
 from tests.security._support_fixfiles import Attacker, attacker_fixture
 

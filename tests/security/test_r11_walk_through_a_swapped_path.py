@@ -15,7 +15,7 @@ import os
 import threading
 from pathlib import Path
 
-from dsh_core.tools.walk import Walk
+from dsh_core.tools.tree.walk import Walk
 from tests.security._support_fixfiles import Attacker, attacker_fixture
 
 __all__ = ["attacker_fixture"]

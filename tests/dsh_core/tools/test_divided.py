@@ -1,4 +1,4 @@
-"""``grep`` over a walk divided between two processes (:mod:`dsh_core.tools.divided`).
+"""``grep`` over a walk divided between two processes (:mod:`dsh_core.tools.tree.divided`).
 
 Every test here forks for real: :data:`FILES_FIRST` is lowered so that small trees divide, and
 the result is compared with the one a single process gives on the same tree.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.tools import divided
+from dsh_core.tools.tree import divided
 from tests.dsh_core.tools.test_builtin import Tools, tools
 
 __all__ = ["tools"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dsh_core.tools import ToolError, search
 from dsh_core.tools.linear import linear_regex
 from dsh_core.tools.literals import required_literals
-from dsh_core.tools.walk import Walk
+from dsh_core.tools.tree.walk import Walk
 from tests.dsh_core.tools.test_builtin import Tools, tools
 
 __all__ = ["tools"]

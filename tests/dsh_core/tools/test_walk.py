@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pathspec import GitIgnoreSpec
 
-from dsh_core.tools import walk
-from dsh_core.tools.globs import glob_regex, glob_test
-from dsh_core.tools.walk import IgnoreRules, Walk
+from dsh_core.tools.tree import walk
+from dsh_core.tools.tree.globs import glob_regex, glob_test
+from dsh_core.tools.tree.walk import IgnoreRules, Walk
 from tests.dsh_core.tools.test_builtin import Tools, tools
 from tests.dsh_core.tools.test_read import as_nobody
 from tests.dsh_core.tools.test_search import make

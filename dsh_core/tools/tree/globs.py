@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable
 from itertools import pairwise
 
-from .base import ToolError
-from .linear import LinearRegex, check_length, linear_regex, literal
+from ..base import ToolError
+from ..linear import LinearRegex, check_length, linear_regex, literal
 
 __all__ = ["MAX_BRACE_DEPTH", "glob_regex", "glob_test", "split_pattern"]
 

@@ -45,11 +45,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from ..trust.beneath import HeldDirectory
-from ..trust.credentials import Credentials, own_pids, own_process_reason
-from .base import ToolError
-from .linear import LinearRegex, linear_regex
-from .paths import counted, is_within, list_name, real_path
+from ...trust.beneath import HeldDirectory
+from ...trust.credentials import Credentials, own_pids, own_process_reason
+from ..base import ToolError
+from ..linear import LinearRegex, linear_regex
+from ..paths import counted, is_within, list_name, real_path
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec

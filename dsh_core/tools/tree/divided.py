@@ -26,8 +26,9 @@ a tree whose work is in one directory (``site-packages`` in the standard library
 again inside it, and no more processes run at once than there are cores.
 
 The result is the one a single process gives, line for line and note for note: every line
-carries the walk's note counts at the moment it was found, so a result stopped at
-:data:`~.specs.MAX_GREP_MATCHES` inside a child's part counts what one process would have.
+carries the walk's note counts at the moment it was found, so a result stopped at the cap
+(:data:`~dsh_core.tools.specs.MAX_GREP_MATCHES`) inside a child's part counts what one process
+would have.
 
 **What a child runs**: this thread's code only, the walk, RE2 on a copy of the pattern of its
 own (``re2.compile`` shares one object between threads, and another thread may have held its
@@ -59,10 +60,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .specs import MAX_GREP_MATCHES
+from ..specs import MAX_GREP_MATCHES
 
 if TYPE_CHECKING:
-    from .linear import LinearRegex
+    from ..linear import LinearRegex
     from .walk import Pending, Walk
 
 __all__ = ["FILES_FIRST", "Division", "Findings"]
